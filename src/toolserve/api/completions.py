@@ -1,0 +1,148 @@
+"""POST /v1/completions: raw prompts (a string, a list of them, or token ids)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from toolserve.api import convert
+from toolserve.api.chat import add_usage, prompt_once, usage_json
+from toolserve.api.deps import PipelineDep
+from toolserve.api.schemas import CompletionRequest
+from toolserve.api.streaming import sse_response, unless_disconnected
+from toolserve.errors import InvalidRequest
+from toolserve.serving.pipeline import Finish, Pipeline, choice_params
+from toolserve.types import TokenLogprob, Usage
+
+router = APIRouter()
+
+
+def _prompts(pipe: Pipeline, req: CompletionRequest) -> list[tuple[str, list[int]]]:
+    """(echo text, tokens) for each prompt in the request."""
+    raw = req.prompt
+    if isinstance(raw, str):
+        items: list[str | list[int]] = [raw]
+    elif raw and isinstance(raw[0], int):
+        items = [raw]  # type: ignore[list-item]
+    else:
+        items = list(raw)  # type: ignore[arg-type]
+    n_vocab = pipe.engine.info.n_vocab
+    out = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            out.append((item, pipe.tokenize_prompt(item)))
+        else:
+            if any(t >= n_vocab or t < 0 for t in item):
+                raise InvalidRequest(f"prompt[{i}] holds a token id outside the vocabulary.", param="prompt")
+            out.append((pipe.engine.detokenize(item).decode("utf-8", "replace"), list(item)))
+    return out
+
+
+class LogprobText:
+    """Builds the legacy completions `logprobs` object incrementally."""
+
+    def __init__(self, pipe: Pipeline, offset: int):
+        self.pipe, self.offset = pipe, offset
+
+    def block(self, lps: list[TokenLogprob]) -> dict[str, Any]:
+        tokens, offsets = [], []
+        for lp in lps:
+            text = self.pipe.engine.token_piece(lp.token_id).decode("utf-8", "replace")
+            tokens.append(text)
+            offsets.append(self.offset)
+            self.offset += len(text)
+        piece = self.pipe.engine.token_piece
+        return {
+            "tokens": tokens,
+            "token_logprobs": [lp.logprob for lp in lps],
+            "top_logprobs": [{piece(t).decode("utf-8", "replace"): v for t, v in lp.top} for lp in lps],
+            "text_offset": offsets,
+        }
+
+
+class CompletionRun:
+    def __init__(self, pipe: Pipeline, req: CompletionRequest):
+        pipe.check_model(req.model)
+        convert.check_completion_features(req)
+        info = pipe.engine.info
+        self.prompts = _prompts(pipe, req)
+        base = convert.sampling(req, max_tokens=req.max_tokens or 16, n_vocab=info.n_vocab, logprobs=req.logprobs)
+        self.params = [pipe.fit(tokens, base, param="prompt") for _, tokens in self.prompts]
+        self.stops = convert.stops(req)
+        self.pipe, self.req = pipe, req
+        self.id = f"cmpl-{uuid.uuid4().hex}"
+        self.created = int(time.time())
+
+    def body(self, choices: list[dict[str, Any]], usage: Usage | None = None) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "object": "text_completion",
+            "created": self.created,
+            "model": self.pipe.model_id,
+            "system_fingerprint": self.pipe.fingerprint,
+            "choices": choices,
+        }
+        if usage is not None:
+            out["usage"] = usage_json(usage)
+        return out
+
+    async def _choices(self) -> AsyncIterator[tuple[int, str, list[TokenLogprob], str | None, Usage | None]]:
+        """(index, text, logprobs, finish_reason, usage) events for every prompt x n."""
+        for p, ((echo, tokens), params) in enumerate(zip(self.prompts, self.params)):
+            for j in range(self.req.n):
+                index = p * self.req.n + j
+                if self.req.echo:
+                    yield index, echo, [], None, None
+                async for item in self.pipe.generate(tokens, choice_params(params, j), self.stops):
+                    if isinstance(item, Finish):
+                        usage = prompt_once(item.usage, j)
+                        yield index, "", [], item.finish_reason, usage
+                    else:
+                        yield index, item.text, item.logprobs, None, None
+
+    async def stream(self) -> AsyncIterator[dict[str, Any]]:
+        total: Usage | None = None
+        include_usage = bool(self.req.stream_options and self.req.stream_options.include_usage)
+        offsets: dict[int, LogprobText] = {}
+        async for index, text, lps, finish, usage in self._choices():
+            lp = None
+            if self.req.logprobs is not None:
+                lp = offsets.setdefault(index, LogprobText(self.pipe, 0)).block(lps)
+            if usage is not None:
+                total = add_usage(total, usage)
+            yield self.body([{"index": index, "text": text, "logprobs": lp, "finish_reason": finish}])
+        if include_usage and total is not None:
+            yield self.body([], total)
+
+    async def complete(self) -> dict[str, Any]:
+        texts: dict[int, list[str]] = {}
+        lps: dict[int, list[TokenLogprob]] = {}
+        finishes: dict[int, str] = {}
+        total: Usage | None = None
+        async for index, text, lp, finish, usage in self._choices():
+            texts.setdefault(index, []).append(text)
+            lps.setdefault(index, []).extend(lp)
+            if finish is not None:
+                finishes[index] = finish
+            if usage is not None:
+                total = add_usage(total, usage)
+        choices = []
+        for index in sorted(texts):
+            logprobs = LogprobText(self.pipe, 0).block(lps[index]) if self.req.logprobs is not None else None
+            choices.append(
+                {"index": index, "text": "".join(texts[index]), "logprobs": logprobs, "finish_reason": finishes.get(index, "stop")}
+            )
+        return self.body(choices, total)
+
+
+@router.post("/v1/completions")
+async def completions(req: CompletionRequest, request: Request, pipe: PipelineDep) -> Response:
+    run = CompletionRun(pipe, req)
+    if req.stream:
+        return sse_response(run.stream())
+    return JSONResponse(await unless_disconnected(request, run.complete()))

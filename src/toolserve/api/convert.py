@@ -1,0 +1,110 @@
+"""OpenAI request models -> neutral types the pipeline understands."""
+
+from __future__ import annotations
+
+import json
+
+from toolserve.api.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest, TextPart, _Sampling
+from toolserve.errors import InvalidRequest, Unsupported
+from toolserve.types import Message, SamplingParams, ToolCall
+
+
+def flatten_content(message: ChatMessage, index: int) -> str | None:
+    """Join text parts; refuse media parts this model cannot take."""
+    content = message.content
+    if content is None or isinstance(content, str):
+        return content
+    texts = []
+    for j, part in enumerate(content):
+        if not isinstance(part, TextPart):
+            raise Unsupported(
+                f"messages[{index}].content[{j}] is of type '{part.type}', "
+                "but this model accepts text only.",
+                param=f"messages[{index}].content[{j}]",
+            )
+        texts.append(part.text)
+    return "\n".join(texts)
+
+
+def to_messages(messages: list[ChatMessage]) -> list[Message]:
+    out = []
+    for i, m in enumerate(messages):
+        content = flatten_content(m, i)
+        if m.role in ("user", "system", "developer", "tool") and content is None:
+            raise InvalidRequest(f"messages[{i}] ({m.role}) needs 'content'.", param=f"messages[{i}].content")
+        calls = tuple(
+            ToolCall(
+                id=c.id or f"call_{i}_{k}",
+                name=c.function.name,
+                arguments=c.function.arguments
+                if isinstance(c.function.arguments, str)
+                else json.dumps(c.function.arguments, ensure_ascii=False),
+            )
+            for k, c in enumerate(m.tool_calls or ())
+        )
+        out.append(
+            Message(
+                role=m.role,
+                content=content,
+                name=m.name,
+                tool_calls=calls,
+                tool_call_id=m.tool_call_id,
+                reasoning=m.reasoning_content,
+            )
+        )
+    return out
+
+
+def _logit_bias(raw: dict[str, float] | None, n_vocab: int) -> dict[int, float]:
+    out: dict[int, float] = {}
+    for key, bias in (raw or {}).items():
+        try:
+            token = int(key)
+        except ValueError:
+            raise InvalidRequest(f"logit_bias key '{key}' is not a token id.", param="logit_bias") from None
+        if not 0 <= token < n_vocab:
+            raise InvalidRequest(
+                f"logit_bias token {token} is outside the vocabulary (0..{n_vocab - 1}).", param="logit_bias"
+            )
+        out[token] = bias
+    return out
+
+
+def sampling(req: _Sampling, *, max_tokens: int, n_vocab: int, logprobs: int | None) -> SamplingParams:
+    repetition = req.repetition_penalty if req.repetition_penalty is not None else req.repeat_penalty
+    return SamplingParams(
+        max_tokens=max_tokens,
+        temperature=1.0 if req.temperature is None else req.temperature,
+        top_p=1.0 if req.top_p is None else req.top_p,
+        top_k=req.top_k or 0,
+        min_p=req.min_p or 0.0,
+        repetition_penalty=1.0 if repetition is None else repetition,
+        presence_penalty=req.presence_penalty or 0.0,
+        frequency_penalty=req.frequency_penalty or 0.0,
+        seed=req.seed,
+        logit_bias=_logit_bias(req.logit_bias, n_vocab),
+        logprobs=logprobs,
+    )
+
+
+def stops(req: _Sampling) -> list[str]:
+    if req.stop is None:
+        return []
+    return [req.stop] if isinstance(req.stop, str) else list(req.stop)
+
+
+def check_chat_features(req: ChatCompletionRequest) -> None:
+    """Refuse, clearly, what this build does not do yet rather than ignore it."""
+    if req.response_format is not None and req.response_format.type != "text":
+        raise Unsupported(
+            f"response_format type '{req.response_format.type}' is not supported yet.", param="response_format"
+        )
+    if req.top_logprobs is not None and not req.logprobs:
+        raise InvalidRequest("top_logprobs needs logprobs: true.", param="top_logprobs")
+
+
+def check_completion_features(req: CompletionRequest) -> None:
+    if req.suffix:
+        raise Unsupported("suffix (fill-in-the-middle) is not supported.", param="suffix")
+    if req.best_of is not None and req.best_of != req.n:
+        raise Unsupported("best_of different from n is not supported.", param="best_of")

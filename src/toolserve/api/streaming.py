@@ -1,0 +1,58 @@
+"""SSE framing and client-disconnect handling shared by the routes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable
+from typing import Any, TypeVar
+
+from fastapi import Request
+from fastapi.responses import StreamingResponse
+
+from toolserve.api.errors import error_body, error_of
+from toolserve.errors import ToolserveError
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def sse(obj: dict[str, Any]) -> str:
+    return f"data: {json.dumps(obj, ensure_ascii=False, separators=(',', ':'))}\n\n"
+
+
+def sse_response(chunks: AsyncIterator[dict[str, Any]]) -> StreamingResponse:
+    """Frame chunks as SSE, end with [DONE]; a failure mid-stream becomes an error event."""
+
+    async def body() -> AsyncIterator[str]:
+        try:
+            async for chunk in chunks:
+                yield sse(chunk)
+        except ToolserveError as exc:
+            yield sse(error_of(exc))
+        except Exception as exc:  # headers are sent already: report in-band, never drop the stream
+            log.exception("stream failed")
+            yield sse(error_body(f"internal error: {type(exc).__name__}", "server_error"))
+        finally:
+            await chunks.aclose()  # type: ignore[attr-defined]
+        yield "data: [DONE]\n\n"
+
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
+
+
+async def unless_disconnected(request: Request, work: Awaitable[T], poll: float = 0.2) -> T:
+    """Await `work`, cancelling it if the client goes away first (its generation stops)."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=poll)
+            if done:
+                return task.result()
+            if await request.is_disconnected():
+                task.cancel()
+                raise asyncio.CancelledError("client disconnected")
+    finally:
+        if not task.done():
+            task.cancel()

@@ -1,0 +1,167 @@
+"""`toolserve serve | chat | run | parse`: parse flags, build config, wire the layers."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import socket
+import sys
+from collections.abc import Sequence
+
+from toolserve import __version__
+from toolserve.config import ModelConfig, ServerConfig, env_default
+from toolserve.errors import ToolserveError
+from toolserve.serving.pipeline import Finish, Pipeline
+from toolserve.types import Message, SamplingParams
+
+
+def _model_flags(p: argparse.ArgumentParser) -> None:
+    d = ModelConfig()
+    p.add_argument("--model", default=env_default("model", d.model), help="GGUF file (default: bundled SmolLM2-135M-Instruct)")
+    p.add_argument("--model-alias", default=env_default("model_alias", d.model_alias), help="model id for clients (default: file stem)")
+    p.add_argument("--ctx-size", type=int, default=env_default("ctx_size", d.ctx_size), help="context length in tokens")
+    p.add_argument("--threads", type=int, default=env_default("threads", d.threads), help="CPU threads (default: all cores)")
+    p.add_argument("--chat-template", default=env_default("chat_template", d.chat_template), help="Jinja chat template file overriding the model's")
+    p.add_argument("--log-level", default=env_default("log_level", ServerConfig.log_level), choices=["debug", "info", "warning", "error"])
+
+
+def _model_config(args: argparse.Namespace) -> ModelConfig:
+    return ModelConfig(args.model, args.model_alias, args.ctx_size, args.threads, args.chat_template)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="toolserve", description="A local OpenAI-compatible LLM server.")
+    parser.add_argument("--version", action="version", version=f"toolserve {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the OpenAI API over HTTP")
+    _model_flags(serve)
+    serve.add_argument("--host", default=env_default("host", ServerConfig.host))
+    serve.add_argument("--port", type=int, default=env_default("port", ServerConfig.port))
+    chat = sub.add_parser("chat", help="chat with the model in the terminal")
+    _model_flags(chat)
+    chat.add_argument("--system", default=None, help="system prompt")
+    chat.add_argument("--max-tokens", type=int, default=512)
+    chat.add_argument("--temperature", type=float, default=0.7)
+    run = sub.add_parser("run", help="answer one prompt on stdout")
+    _model_flags(run)
+    run.add_argument("prompt")
+    run.add_argument("--system", default=None, help="system prompt")
+    run.add_argument("--max-tokens", type=int, default=512)
+    run.add_argument("--temperature", type=float, default=0.0)
+    run.add_argument("--seed", type=int, default=None)
+    sub.add_parser("parse", help="parse model output in a tool-call format (see --help)", add_help=False)
+    return parser
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise ToolserveError(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    return sock
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from toolserve.api.app import create_app
+    from toolserve.serving.loader import load_pipeline
+
+    sock = _bind(args.host, args.port)  # before loading: a busy port fails fast
+    pipeline = load_pipeline(_model_config(args))
+    app = create_app(pipeline)
+    config = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=10)
+    print(f"toolserve: serving {pipeline.model_id} on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        pipeline.engine.close()
+    return 0
+
+
+async def _answer(pipe: Pipeline, history: list[Message], params: SamplingParams, out: object) -> str:
+    prompt = pipe.tokenize_prompt(pipe.render_chat(history))
+    params = pipe.fit(prompt, params, param="messages")
+    text = []
+    async for item in pipe.generate(prompt, params):
+        if isinstance(item, Finish):
+            break
+        text.append(item.text)
+        out.write(item.text)  # type: ignore[attr-defined]
+        out.flush()  # type: ignore[attr-defined]
+    out.write("\n")  # type: ignore[attr-defined]
+    return "".join(text)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from toolserve.serving.loader import load_pipeline
+
+    pipe = load_pipeline(_model_config(args))
+    history = [Message("system", args.system)] if args.system else []
+    history.append(Message("user", args.prompt))
+    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed)
+    try:
+        asyncio.run(_answer(pipe, history, params, sys.stdout))
+    finally:
+        pipe.engine.close()
+    return 0
+
+
+def _chat(args: argparse.Namespace) -> int:
+    from toolserve.serving.loader import load_pipeline
+
+    pipe = load_pipeline(_model_config(args))
+    history = [Message("system", args.system)] if args.system else []
+    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature)
+    print(f"toolserve chat with {pipe.model_id}. Empty line or Ctrl-D to quit.", file=sys.stderr)
+
+    async def loop() -> None:
+        while True:
+            try:
+                line = await asyncio.to_thread(input, "> ")
+            except EOFError:
+                return
+            if not line.strip():
+                return
+            history.append(Message("user", line))
+            try:
+                reply = await _answer(pipe, history, params, sys.stdout)
+            except ToolserveError as exc:
+                print(f"error: {exc.message}", file=sys.stderr)
+                history.pop()
+                continue
+            history.append(Message("assistant", reply))
+
+    try:
+        asyncio.run(loop())
+    finally:
+        pipe.engine.close()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["parse"]:
+        from toolserve.formats.parse_cli import main as parse_main
+
+        return parse_main(argv[1:])
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, args.log_level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        return {"serve": _serve, "run": _run, "chat": _chat}[args.command](args)
+    except ToolserveError as exc:
+        print(f"toolserve: error: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

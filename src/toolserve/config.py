@@ -1,0 +1,38 @@
+"""Typed settings. Every CLI flag of `toolserve serve` has a TOOLSERVE_* environment twin."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    model: str | None = None  # GGUF path; None: the bundled SmolLM2
+    model_alias: str | None = None  # id in /v1/models; None: the file's stem
+    ctx_size: int = 4096
+    threads: int | None = None  # None: all cores (llama-cpp-python's default is half)
+    chat_template: str | None = None  # Jinja file overriding the model's template
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    log_level: str = "info"
+
+
+def env_default(name: str, default: object) -> object:
+    """The TOOLSERVE_NAME environment variable, typed like `default`, else `default`."""
+    raw = os.environ.get(f"TOOLSERVE_{name.upper()}")
+    if raw is None:
+        return default
+    if isinstance(default, bool):
+        return raw.lower() in ("1", "true", "yes", "on")
+    if isinstance(default, int):
+        return int(raw)
+    return raw
+
+
+def field_names(cls: type) -> list[str]:
+    return [f.name for f in fields(cls)]

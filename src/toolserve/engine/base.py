@@ -1,0 +1,84 @@
+"""The Engine protocol: token ids in, token events out. No chat messages, no tools, no JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from toolserve.types import SamplingParams, TokenEvent
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    path: str
+    architecture: str
+    n_ctx: int
+    n_ctx_train: int
+    n_vocab: int
+    size_bytes: int
+    bos_token: str
+    eos_token: str
+    add_bos: bool
+    chat_template: str | None
+
+
+class Generation:
+    """One request's token stream, fed from the engine thread, read on the event loop.
+
+    The consumer calls `cancel()` when its client went away or a stop string was found;
+    the engine checks `cancelled` before every token.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, prompt_tokens: int):
+        self._loop = loop
+        self._queue: asyncio.Queue[TokenEvent | BaseException | None] = asyncio.Queue()
+        self._cancelled = threading.Event()
+        self.prompt_tokens = prompt_tokens
+        self.cached_tokens = 0
+        self.finish_reason: str | None = None  # "stop" | "length" once finished
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def cancel(self) -> None:
+        self._cancelled.set()
+
+    # -- engine side (any thread) --------------------------------------------------------
+    def push(self, event: TokenEvent) -> None:
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
+
+    def close(self, finish_reason: str | None = None, error: BaseException | None = None) -> None:
+        self.finish_reason = finish_reason
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, error)
+
+    # -- consumer side (event loop) ------------------------------------------------------
+    async def events(self) -> AsyncIterator[TokenEvent]:
+        while True:
+            item = await self._queue.get()
+            if item is None:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+
+class Engine(Protocol):
+    """What the serving pipeline needs from a backend."""
+
+    info: ModelInfo
+
+    def tokenize(self, text: str, *, add_bos: bool = False, special: bool = True) -> list[int]: ...
+
+    def detokenize(self, tokens: Sequence[int]) -> bytes: ...
+
+    def token_piece(self, token: int) -> bytes: ...
+
+    def submit(self, prompt: Sequence[int], params: SamplingParams) -> Generation:
+        """Queue a generation; must be called from the event loop thread."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,195 @@
+"""The embedded llama.cpp backend: one worker thread owns the context, fed by a queue."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import logging
+import os
+import queue
+import random
+import threading
+from collections.abc import Sequence
+
+import llama_cpp
+import numpy as np
+from llama_cpp import _internals
+
+from toolserve.engine.base import Generation, ModelInfo
+from toolserve.errors import EngineFailure, ModelLoadError
+from toolserve.types import SamplingParams, TokenEvent, TokenLogprob
+
+log = logging.getLogger(__name__)
+
+PENALTY_LAST_N = 64  # llama.cpp's default window for repetition/presence/frequency penalties
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class LlamaCppEngine:
+    """Runs a GGUF model with llama-cpp-python on a single worker thread."""
+
+    def __init__(self, path: str, *, n_ctx: int = 4096, n_threads: int | None = None, n_batch: int = 512):
+        threads = n_threads or os.cpu_count() or 1
+        try:
+            self._llm = llama_cpp.Llama(
+                model_path=path,
+                n_ctx=n_ctx,
+                n_batch=n_batch,
+                n_threads=threads,
+                n_threads_batch=threads,
+                verbose=False,
+            )
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise ModelLoadError(f"cannot load model {path}: {exc}") from exc
+        model = self._llm._model
+        self._vocab = model.vocab
+        self._n_vocab = model.n_vocab()
+        self._pieces: dict[int, bytes] = {}  # token id -> text bytes, special tokens included
+        meta = self._llm.metadata
+        bos, eos = model.token_bos(), model.token_eos()
+        self.info = ModelInfo(
+            path=path,
+            architecture=meta.get("general.architecture", ""),
+            n_ctx=self._llm.n_ctx(),
+            n_ctx_train=model.n_ctx_train(),
+            n_vocab=self._n_vocab,
+            size_bytes=os.path.getsize(path),
+            bos_token=self.token_piece(bos).decode("utf-8", "replace") if bos >= 0 else "",
+            eos_token=self.token_piece(eos).decode("utf-8", "replace") if eos >= 0 else "",
+            add_bos=model.add_bos_token(),
+            chat_template=meta.get("tokenizer.chat_template"),
+        )
+        self._jobs: queue.Queue[tuple[Generation, list[int], SamplingParams] | None] = queue.Queue()
+        self._worker = threading.Thread(target=self._run, name="toolserve-engine", daemon=True)
+        self._worker.start()
+
+    # -- vocabulary (read-only, safe from any thread) ----------------------------------------
+    def tokenize(self, text: str, *, add_bos: bool = False, special: bool = True) -> list[int]:
+        return self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
+
+    def token_piece(self, token: int) -> bytes:
+        piece = self._pieces.get(token)
+        if piece is None:
+            buf = ctypes.create_string_buffer(256)
+            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, True)
+            piece = self._pieces[token] = buf.raw[: max(n, 0)]
+        return piece
+
+    def detokenize(self, tokens: Sequence[int]) -> bytes:
+        return b"".join(self.token_piece(t) for t in tokens)
+
+    # -- generation ---------------------------------------------------------------------------
+    def submit(self, prompt: Sequence[int], params: SamplingParams) -> Generation:
+        gen = Generation(asyncio.get_running_loop(), len(prompt))
+        self._jobs.put((gen, list(prompt), params))
+        return gen
+
+    def close(self) -> None:
+        self._jobs.put(None)
+        self._worker.join(timeout=30)
+        self._llm.close()
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            gen, prompt, params = job
+            if gen.cancelled:
+                gen.close("stop")
+                continue
+            try:
+                gen.close(self._generate(gen, prompt, params))
+            except Exception as exc:  # a failed decode must not kill the worker
+                log.exception("generation failed")
+                self._llm.reset()
+                gen.close(error=EngineFailure(f"generation failed: {exc}"))
+
+    def _prefill(self, gen: Generation, prompt: list[int]) -> bool:
+        """Evaluate the prompt, reusing the longest prefix already in the KV cache."""
+        llm = self._llm
+        reuse = _common_prefix(llm._input_ids[: llm.n_tokens].tolist(), prompt)
+        reuse = min(reuse, len(prompt) - 1)  # the last prompt token is evaluated again for logits
+        if reuse > 0 and llm._ctx.kv_cache_seq_rm(-1, reuse, -1):
+            llm.n_tokens = reuse
+        else:
+            reuse = 0
+            llm.reset()
+        gen.cached_tokens = reuse
+        for start in range(reuse, len(prompt), llm.n_batch):
+            if gen.cancelled:
+                return False
+            llm.eval(prompt[start : start + llm.n_batch])
+        return True
+
+    def _sampler(self, params: SamplingParams, prompt: list[int]) -> _internals.LlamaSampler:
+        s = _internals.LlamaSampler()
+        if params.logit_bias:
+            s.add_logit_bias(self._n_vocab, params.logit_bias)
+        penalised = (
+            params.repetition_penalty != 1.0 or params.presence_penalty or params.frequency_penalty
+        )
+        if penalised:
+            s.add_penalties(
+                self._n_vocab,
+                PENALTY_LAST_N,
+                params.repetition_penalty,
+                params.frequency_penalty,
+                params.presence_penalty,
+            )
+        if params.temperature <= 0.0:
+            s.add_greedy()
+        else:
+            if params.top_k > 0:
+                s.add_top_k(params.top_k)
+            if params.top_p < 1.0:
+                s.add_top_p(params.top_p, 1)
+            if params.min_p > 0.0:
+                s.add_min_p(params.min_p, 1)
+            s.add_temp(params.temperature)
+            s.add_dist(params.seed if params.seed is not None else random.getrandbits(32))
+        if penalised:
+            for tok in prompt[-PENALTY_LAST_N:]:  # penalties see the recent prompt, as in llama.cpp
+                s.accept(tok)
+        return s
+
+    def _logprob(self, token: int, top_n: int) -> TokenLogprob:
+        raw = llama_cpp.llama_get_logits_ith(self._llm._ctx.ctx, -1)
+        logits = np.ctypeslib.as_array(raw, shape=(self._n_vocab,))
+        peak = float(logits.max())
+        lse = peak + float(np.log(np.exp(logits - peak).sum()))
+        top: tuple[tuple[int, float], ...] = ()
+        if top_n > 0:
+            idx = np.argpartition(-logits, top_n)[:top_n]
+            idx = idx[np.argsort(-logits[idx])]
+            top = tuple((int(i), float(logits[i]) - lse) for i in idx)
+        return TokenLogprob(token, float(logits[token]) - lse, top)
+
+    def _generate(self, gen: Generation, prompt: list[int], params: SamplingParams) -> str:
+        llm = self._llm
+        if not self._prefill(gen, prompt):
+            return "stop"
+        sampler = self._sampler(params, prompt)
+        room = llm.n_ctx() - llm.n_tokens
+        max_tokens = min(params.max_tokens, room)
+        for produced in range(1, max_tokens + 1):
+            if gen.cancelled:
+                return "stop"
+            token = sampler.sample(llm._ctx, -1)
+            lp = self._logprob(token, params.logprobs) if params.logprobs is not None else None
+            if llama_cpp.llama_vocab_is_eog(self._vocab, token):
+                gen.push(TokenEvent(token, self.token_piece(token), is_eog=True, logprob=lp))
+                return "stop"
+            gen.push(TokenEvent(token, self.token_piece(token), logprob=lp))
+            if produced == max_tokens:
+                break
+            llm.eval([token])
+        return "length"

@@ -1,0 +1,69 @@
+"""One exception hierarchy; `api/errors.py` maps it to OpenAI error JSON in one place."""
+
+from __future__ import annotations
+
+
+class ToolserveError(Exception):
+    """Base class. `status`, `type` and `code` become the OpenAI error object."""
+
+    status = 500
+    type = "server_error"
+    code: str | None = None
+
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        if code is not None:
+            self.code = code
+
+
+class InvalidRequest(ToolserveError):
+    status = 400
+    type = "invalid_request_error"
+
+
+class ContextLengthExceeded(InvalidRequest):
+    code = "context_length_exceeded"
+
+
+class TemplateError(InvalidRequest):
+    """The conversation cannot be rendered by the chat template (the template raised)."""
+
+    code = "template_error"
+
+
+class BrokenTemplate(ToolserveError):
+    """The template itself is broken (syntax error, sandbox violation): a server-side fault."""
+
+    status = 500
+    type = "server_error"
+    code = "template_broken"
+
+
+class ModelNotFound(ToolserveError):
+    status = 404
+    type = "invalid_request_error"
+    code = "model_not_found"
+
+
+class Unsupported(InvalidRequest):
+    code = "unsupported"
+
+
+class Overloaded(ToolserveError):
+    status = 429
+    type = "rate_limit_error"
+    code = "overloaded"
+
+
+class EngineFailure(ToolserveError):
+    status = 500
+    type = "server_error"
+    code = "engine_failure"
+
+
+class ModelLoadError(ToolserveError):
+    """The model file is missing or unreadable; raised at start-up, never per request."""
+
+    code = "model_load_error"

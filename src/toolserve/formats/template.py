@@ -1,0 +1,156 @@
+"""Chat templates: render a model's Jinja chat template safely.
+
+Templates come from model files, so they are untrusted input: they run in Jinja's immutable
+sandbox with only the helpers chat templates expect. A template is probed once at load for
+what it can do (system role, strict alternation), and conversations are adapted to it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import resources
+from typing import Any
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+
+from toolserve.errors import BrokenTemplate, TemplateError
+
+# Bundled templates for GGUF files that carry none, keyed by `general.architecture`.
+_BUNDLED_BY_ARCH = {"gemma3": "gemma3", "gemma3_text": "gemma3", "gemma2": "gemma3", "gemma": "gemma3"}
+_FALLBACK = "chatml"
+
+
+class _RaisedByTemplate(Exception):
+    """The template called raise_exception(): the conversation is not acceptable to it."""
+
+
+def _raise_exception(message: str) -> None:
+    raise _RaisedByTemplate(message)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+def _tojson(value: Any, indent: int | None = None, ensure_ascii: bool = False, **_: Any) -> str:
+    # HF's tojson keeps non-ASCII text as is; Jinja's default escapes it and HTML characters.
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent)
+
+
+def _environment() -> ImmutableSandboxedEnvironment:
+    env = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"]
+    )
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = _strftime_now
+    return env
+
+
+def bundled_template_source(name: str) -> str:
+    """Text of a template shipped with toolserve (`formats/templates/NAME.jinja`)."""
+    return (resources.files("toolserve.formats") / "templates" / f"{name}.jinja").read_text("utf-8")
+
+
+def choose_template(
+    gguf_template: str | None, architecture: str | None, override: str | None = None
+) -> tuple[str, str]:
+    """Pick the template source and a label saying where it came from."""
+    if override is not None:
+        return override, "file"
+    if gguf_template:
+        return gguf_template, "gguf"
+    name = _BUNDLED_BY_ARCH.get(architecture or "", _FALLBACK)
+    return bundled_template_source(name), f"bundled:{name}"
+
+
+@dataclass(frozen=True)
+class TemplateCaps:
+    supports_system: bool
+    strict_alternation: bool
+
+
+class ChatTemplate:
+    """A compiled chat template plus what it can do."""
+
+    def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "", label: str = ""):
+        self.source = source
+        self.label = label
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+        try:
+            self._template = _environment().from_string(source)
+        except jinja2.TemplateSyntaxError as exc:
+            raise BrokenTemplate(f"chat template does not compile: {exc}") from exc
+        self.caps = self._probe()
+
+    def _try(self, messages: list[dict[str, Any]]) -> str | None:
+        try:
+            return self._raw_render(messages, add_generation_prompt=False, extra={})
+        except Exception:
+            return None
+
+    def _probe(self) -> TemplateCaps:
+        marker = "\u2063sys-probe\u2063"
+        with_system = self._try([{"role": "system", "content": marker}, {"role": "user", "content": "u"}])
+        supports_system = with_system is not None and marker in with_system
+        two_users = self._try([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+        return TemplateCaps(supports_system=supports_system, strict_alternation=two_users is None)
+
+    def _raw_render(
+        self, messages: list[dict[str, Any]], *, add_generation_prompt: bool, extra: dict[str, Any]
+    ) -> str:
+        context = dict(extra)
+        context.update(
+            messages=messages,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=self.bos_token,
+            eos_token=self.eos_token,
+        )
+        return self._template.render(**context)
+
+    def adapt(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Fold system messages into the first user turn and merge same-role runs if needed."""
+        out = [dict(m) for m in messages]
+        if not self.caps.supports_system:
+            system = "\n\n".join(m["content"] or "" for m in out if m["role"] in ("system", "developer"))
+            out = [m for m in out if m["role"] not in ("system", "developer")]
+            if system:
+                first_user = next((m for m in out if m["role"] == "user"), None)
+                if first_user is None:
+                    out.insert(0, {"role": "user", "content": system})
+                else:
+                    first_user["content"] = f"{system}\n\n{first_user['content'] or ''}"
+        if self.caps.strict_alternation:
+            merged: list[dict[str, Any]] = []
+            for m in out:
+                if merged and merged[-1]["role"] == m["role"] and not m.get("tool_calls"):
+                    merged[-1]["content"] = f"{merged[-1]['content'] or ''}\n\n{m['content'] or ''}"
+                else:
+                    merged.append(m)
+            out = merged
+        return out
+
+    def render(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        add_generation_prompt: bool = True,
+        extra: dict[str, Any] | None = None,
+    ) -> str:
+        """Render a conversation; a template refusal is a 400, a template fault a 500."""
+        try:
+            return self._raw_render(
+                self.adapt(messages), add_generation_prompt=add_generation_prompt, extra=extra or {}
+            )
+        except _RaisedByTemplate as exc:
+            raise TemplateError(f"the chat template rejected the conversation: {exc}", param="messages") from exc
+        except SecurityError as exc:
+            raise BrokenTemplate(f"chat template tried an unsafe operation: {exc}") from exc
+        except jinja2.TemplateError as exc:
+            raise BrokenTemplate(f"chat template failed: {exc}") from exc
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+            raise BrokenTemplate(f"chat template failed: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,134 @@
+"""The request pipeline shared by the HTTP API and the CLI.
+
+render prompt -> tokens -> engine -> UTF-8 safe text -> stop strings -> pieces of output.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolserve.engine.base import Engine
+from toolserve.errors import ContextLengthExceeded, InvalidRequest, ModelNotFound
+from toolserve.formats.template import ChatTemplate
+from toolserve.serving.text import StopMatcher, Utf8Stream
+from toolserve.types import Message, SamplingParams, TokenLogprob, Usage
+
+
+@dataclass
+class Piece:
+    """Text released to the client, with the logprobs of the tokens that produced it."""
+
+    text: str
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+
+
+@dataclass
+class Finish:
+    finish_reason: str
+    usage: Usage
+
+
+def message_to_template(m: Message) -> dict[str, Any]:
+    """The dict a chat template iterates over."""
+    out: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.name:
+        out["name"] = m.name
+    if m.tool_call_id:
+        out["tool_call_id"] = m.tool_call_id
+    return out
+
+
+def choice_params(params: SamplingParams, index: int) -> SamplingParams:
+    """Choice `index` of n: a seeded request gets seed+index so that choices differ."""
+    if params.seed is None or index == 0:
+        return params
+    return dataclasses.replace(params, seed=params.seed + index)
+
+
+class Pipeline:
+    """One loaded model with its template, serving requests."""
+
+    def __init__(self, engine: Engine, template: ChatTemplate, model_id: str):
+        self.engine = engine
+        self.template = template
+        self.model_id = model_id
+        self.created = int(time.time())
+        info = engine.info
+        digest = hashlib.sha256(f"{info.path}:{info.size_bytes}:{template.source}".encode()).hexdigest()
+        self.fingerprint = f"fp_{digest[:10]}"
+
+    # -- request preparation -----------------------------------------------------------------
+    def check_model(self, requested: str | None) -> None:
+        if requested and requested != self.model_id:
+            raise ModelNotFound(
+                f"The model '{requested}' does not exist; this server serves '{self.model_id}'.",
+                param="model",
+            )
+
+    def render_chat(self, messages: Sequence[Message], template_kwargs: dict[str, Any] | None = None) -> str:
+        return self.template.render([message_to_template(m) for m in messages], extra=template_kwargs)
+
+    def tokenize_prompt(self, text: str) -> list[int]:
+        """Tokens of a rendered prompt; BOS is added unless the template already wrote it."""
+        info = self.engine.info
+        add_bos = info.add_bos and not (info.bos_token and text.startswith(info.bos_token))
+        return self.engine.tokenize(text, add_bos=add_bos, special=True)
+
+    def fit(self, prompt: Sequence[int], params: SamplingParams, *, param: str) -> SamplingParams:
+        """Refuse prompts that fill the context; clamp max_tokens to the room that is left."""
+        n_ctx = self.engine.info.n_ctx
+        if not prompt:
+            raise InvalidRequest("The prompt is empty.", param=param)
+        if len(prompt) >= n_ctx:
+            raise ContextLengthExceeded(
+                f"This model's maximum context length is {n_ctx} tokens. However, your prompt "
+                f"is {len(prompt)} tokens long, leaving no room for the answer.",
+                param=param,
+            )
+        room = n_ctx - len(prompt)
+        if params.max_tokens > room:
+            params = dataclasses.replace(params, max_tokens=room)
+        return params
+
+    # -- generation -----------------------------------------------------------------------------
+    async def generate(
+        self, prompt: Sequence[int], params: SamplingParams, stops: Sequence[str] = ()
+    ) -> AsyncIterator[Piece | Finish]:
+        """Stream one choice: Pieces of safe text, then one Finish."""
+        gen = self.engine.submit(prompt, params)
+        utf8 = Utf8Stream()
+        stopper = StopMatcher(stops)
+        pending: list[TokenLogprob] = []
+        produced = 0
+        finish = None
+        try:
+            async for event in gen.events():
+                if event.is_eog:
+                    finish = "stop"
+                    break
+                produced += 1
+                if event.logprob is not None:
+                    pending.append(event.logprob)
+                text = stopper.feed(utf8.feed(event.piece))
+                if text:
+                    yield Piece(text, pending)
+                    pending = []
+                if stopper.stopped:
+                    finish = "stop"
+                    break
+            if not stopper.stopped:
+                tail = stopper.feed(utf8.flush())
+                tail += "" if stopper.stopped else stopper.flush()
+                if tail or pending:
+                    yield Piece(tail, pending)
+            if finish is None:
+                finish = "stop" if stopper.stopped else (gen.finish_reason or "stop")
+            usage = Usage(gen.prompt_tokens, produced, gen.cached_tokens)
+            yield Finish(finish, usage)
+        finally:
+            gen.cancel()  # a client that went away, or a stop string, ends the engine's work

@@ -1,0 +1,118 @@
+"""Neutral value types shared by every layer (no imports of ours)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+FinishReason = Literal["stop", "length", "tool_calls"]
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call the model made (or made earlier, in history). `arguments` is a JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """An OpenAI function tool: name, description and JSON schema of its parameters."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = field(default_factory=dict)
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message; `content` is already flattened to text."""
+
+    role: str
+    content: str | None = None
+    name: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    reasoning: str | None = None
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Token-level generation settings; the engine applies these and nothing else."""
+
+    max_tokens: int
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    seed: int | None = None
+    logit_bias: dict[int, float] = field(default_factory=dict)
+    logprobs: int | None = None  # None: off; N >= 0: chosen token plus N alternatives
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """One generated token as the engine reports it."""
+
+    token_id: int
+    piece: bytes  # detokenized bytes, special tokens rendered as their text
+    is_eog: bool = False
+    logprob: TokenLogprob | None = None
+
+
+# ---- typed deltas that parsers and the pipeline emit ------------------------------------
+
+
+@dataclass(frozen=True)
+class ContentDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class ToolCallStart:
+    """First delta of a call: index, stable id and the whole name."""
+
+    index: int
+    id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ToolCallArgs:
+    """A fragment appended to the arguments of call `index`."""
+
+    index: int
+    fragment: str
+
+
+Delta = Union[ContentDelta, ReasoningDelta, ToolCallStart, ToolCallArgs]
+
+
+@dataclass(frozen=True)
+class Usage:
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens

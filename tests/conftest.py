@@ -1,0 +1,84 @@
+"""Fixtures shared by the real-server tests: a `toolserve serve` process on the bundled model."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+CTX_SIZE = 2048
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def toolserve_command() -> list[str]:
+    script = Path(sys.executable).parent / "toolserve"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "toolserve.cli"]
+
+
+class Server:
+    def __init__(self, args: list[str]):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = open(os.devnull, "w")  # noqa: SIM115 - closed in stop()
+        cmd = [*toolserve_command(), "serve", "--port", str(self.port), "--log-level", "warning", *args]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.PIPE, text=True)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"toolserve exited: {self.proc.stderr.read() if self.proc.stderr else ''}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("toolserve did not become ready")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[Server]:
+    srv = Server(["--ctx-size", str(CTX_SIZE)])
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def model_id(server: Server) -> str:
+    return str(httpx.get(f"{server.url}/v1/models").json()["data"][0]["id"])
+
+
+@pytest.fixture()
+def client(server: Server):  # type: ignore[no-untyped-def]
+    from openai import OpenAI
+
+    return OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+@pytest.fixture()
+def http(server: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, timeout=120) as c:
+        yield c
