@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "length", "tool_calls"]
@@ -104,7 +104,7 @@ class ToolCallArgs:
     fragment: str
 
 
-Delta = Union[ContentDelta, ReasoningDelta, ToolCallStart, ToolCallArgs]
+Delta = ContentDelta | ReasoningDelta | ToolCallStart | ToolCallArgs
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -52,7 +54,7 @@ def test_holds_back_only_a_possible_stop_prefix() -> None:
 def _splits(text: str, cuts: list[int]) -> list[str]:
     points = sorted({c % (len(text) + 1) for c in cuts})
     bounds = [0, *points, len(text)]
-    return [text[a:b] for a, b in zip(bounds, bounds[1:])]
+    return [text[a:b] for a, b in itertools.pairwise(bounds)]
 
 
 alphabet = st.sampled_from(list("ab<|>\n é"))
@@ -69,6 +71,6 @@ def test_utf8_never_splits_a_character(text: str, cuts: list[int]) -> None:
     points = sorted({c % (len(data) + 1) for c in cuts})
     bounds = [0, *points, len(data)]
     dec = Utf8Stream()
-    pieces = [dec.feed(data[a:b]) for a, b in zip(bounds, bounds[1:])] + [dec.flush()]
+    pieces = [dec.feed(data[a:b]) for a, b in itertools.pairwise(bounds)] + [dec.flush()]
     assert "".join(pieces) == text
     assert all("\ufffd" not in p for p in pieces)  # no replacement characters from a split

@@ -93,7 +93,7 @@ class CompletionRun:
 
     async def _choices(self) -> AsyncIterator[tuple[int, str, list[TokenLogprob], str | None, Usage | None]]:
         """(index, text, logprobs, finish_reason, usage) events for every prompt x n."""
-        for p, ((echo, tokens), params) in enumerate(zip(self.prompts, self.params)):
+        for p, ((echo, tokens), params) in enumerate(zip(self.prompts, self.params, strict=False)):
             for j in range(self.req.n):
                 index = p * self.req.n + j
                 if self.req.echo:

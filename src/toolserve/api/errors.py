@@ -45,7 +45,9 @@ def _validation_response(exc: RequestValidationError) -> JSONResponse:
     errors = exc.errors()
     first = errors[0] if errors else {"loc": (), "msg": "invalid request", "type": ""}
     if first.get("type") == "json_invalid":
-        msg = f"The request body is not valid JSON: {first.get('ctx', {}).get('error', first['msg'])}"
+        ctx = first.get("ctx")
+        detail = ctx.get("error", first["msg"]) if isinstance(ctx, dict) else first["msg"]
+        msg = f"The request body is not valid JSON: {detail}"
         return JSONResponse(error_body(msg, "invalid_request_error", None, "invalid_json"), 400)
     loc = tuple(first.get("loc", ()))
     param = _param(loc)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,7 +34,7 @@ class AudioPart(_Model):
     input_audio: dict[str, Any]
 
 
-ContentPart = Annotated[Union[TextPart, ImagePart, AudioPart], Field(discriminator="type")]
+ContentPart = Annotated[TextPart | ImagePart | AudioPart, Field(discriminator="type")]
 
 
 class FunctionCall(_Model):
@@ -98,7 +98,12 @@ class ChatCompletionRequest(_Sampling):
     chat_template_kwargs: dict[str, Any] | None = None
 
 
-PromptInput = Union[str, Annotated[list[str], Field(min_length=1)], Annotated[list[int], Field(min_length=1)], Annotated[list[Annotated[list[int], Field(min_length=1)]], Field(min_length=1)]]
+PromptInput = (
+    str
+    | Annotated[list[str], Field(min_length=1)]
+    | Annotated[list[int], Field(min_length=1)]
+    | Annotated[list[Annotated[list[int], Field(min_length=1)]], Field(min_length=1)]
+)
 
 
 class CompletionRequest(_Sampling):

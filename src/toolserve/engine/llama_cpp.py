@@ -26,7 +26,7 @@ PENALTY_LAST_N = 64  # llama.cpp's default window for repetition/presence/freque
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         n += 1

@@ -1,0 +1,70 @@
+"""The command line: one answer on stdout, and startup errors as one clear line."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from pathlib import Path
+
+from tests.conftest import toolserve_command
+
+
+def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*toolserve_command(), *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_run_prints_an_answer() -> None:
+    a = run("run", "Say hello.", "--max-tokens", "12", "--log-level", "warning")
+    assert a.returncode == 0, a.stderr
+    assert a.stdout.strip()
+    b = run("run", "Say hello.", "--max-tokens", "12", "--log-level", "warning")
+    assert a.stdout == b.stdout  # greedy by default
+
+
+def test_chat_reads_turns_from_stdin() -> None:
+    proc = subprocess.run(
+        [*toolserve_command(), "chat", "--max-tokens", "8", "--log-level", "warning"],
+        input="Hello\nHow are you?\n\n", capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("> ") >= 2
+
+
+def _one_line_error(proc: subprocess.CompletedProcess[str], needle: str) -> None:
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert needle in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_missing_model_file(tmp_path: Path) -> None:
+    _one_line_error(run("serve", "--model", str(tmp_path / "nope.gguf")), "not found")
+
+
+def test_not_a_gguf(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a model at all")
+    _one_line_error(run("serve", "--model", str(bad)), "not a GGUF")
+
+
+def test_port_in_use() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        _one_line_error(run("serve", "--port", str(port)), "cannot listen")
+
+
+def test_model_alias(tmp_path: Path) -> None:
+    import httpx
+
+    from tests.conftest import Server
+
+    srv = Server(["--model-alias", "tiny", "--ctx-size", "512"])
+    try:
+        assert httpx.get(f"{srv.url}/v1/models").json()["data"][0]["id"] == "tiny"
+        r = httpx.post(f"{srv.url}/v1/chat/completions", json={"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+        assert r.status_code == 200
+    finally:
+        srv.stop()
