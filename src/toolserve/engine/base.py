@@ -25,6 +25,17 @@ class ModelInfo:
     chat_template: str | None
 
 
+@dataclass
+class EngineStats:
+    """Counters the engine keeps; read without locking (ints are updated atomically)."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    generated_tokens: int = 0
+    busy: bool = False
+
+
 class Generation:
     """One request's token stream, fed from the engine thread, read on the event loop.
 
@@ -70,6 +81,7 @@ class Engine(Protocol):
     """What the serving pipeline needs from a backend."""
 
     info: ModelInfo
+    stats: EngineStats
 
     def tokenize(self, text: str, *, add_bos: bool = False, special: bool = True) -> list[int]: ...
 

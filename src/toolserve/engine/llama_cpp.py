@@ -15,7 +15,7 @@ import llama_cpp
 import numpy as np
 from llama_cpp import _internals
 
-from toolserve.engine.base import Generation, ModelInfo
+from toolserve.engine.base import EngineStats, Generation, ModelInfo
 from toolserve.errors import EngineFailure, ModelLoadError
 from toolserve.types import SamplingParams, TokenEvent, TokenLogprob
 
@@ -67,6 +67,7 @@ class LlamaCppEngine:
             add_bos=model.add_bos_token(),
             chat_template=meta.get("tokenizer.chat_template"),
         )
+        self.stats = EngineStats()
         self._jobs: queue.Queue[tuple[Generation, list[int], SamplingParams] | None] = queue.Queue()
         self._worker = threading.Thread(target=self._run, name="toolserve-engine", daemon=True)
         self._worker.start()
@@ -106,12 +107,16 @@ class LlamaCppEngine:
             if gen.cancelled:
                 gen.close("stop")
                 continue
+            self.stats.busy = True
+            self.stats.requests += 1
             try:
                 gen.close(self._generate(gen, prompt, params))
             except Exception as exc:  # a failed decode must not kill the worker
                 log.exception("generation failed")
                 self._llm.reset()
                 gen.close(error=EngineFailure(f"generation failed: {exc}"))
+            finally:
+                self.stats.busy = False
 
     def _prefill(self, gen: Generation, prompt: list[int]) -> bool:
         """Evaluate the prompt, reusing the longest prefix already in the KV cache."""
@@ -124,6 +129,8 @@ class LlamaCppEngine:
             reuse = 0
             llm.reset()
         gen.cached_tokens = reuse
+        self.stats.prompt_tokens += len(prompt)
+        self.stats.cached_tokens += reuse
         for start in range(reuse, len(prompt), llm.n_batch):
             if gen.cancelled:
                 return False
@@ -184,6 +191,7 @@ class LlamaCppEngine:
             if gen.cancelled:
                 return "stop"
             token = sampler.sample(llm._ctx, -1)
+            self.stats.generated_tokens += 1
             lp = self._logprob(token, params.logprobs) if params.logprobs is not None else None
             if llama_cpp.llama_vocab_is_eog(self._vocab, token):
                 gen.push(TokenEvent(token, self.token_piece(token), is_eog=True, logprob=lp))

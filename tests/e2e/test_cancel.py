@@ -1,0 +1,43 @@
+"""A client that goes away stops its generation: the engine frees up long before max_tokens."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import httpx
+
+LONG = {"messages": [{"role": "user", "content": "Write a very long story about the sea."}], "max_tokens": 1500,
+        "temperature": 0, "logit_bias": {"2": -100, "0": -100}}
+
+
+def wait_idle(http: httpx.Client) -> dict:
+    # a guard against hanging, not a speed assertion: 1500 tokens would take far longer than this
+    for _ in range(600):
+        stats = http.get("/health").json()["toolserve"]
+        if not stats["busy"]:
+            return stats
+        time.sleep(0.05)
+    raise AssertionError("engine still busy")
+
+
+def test_stream_closed_early_stops_generation(server) -> None:  # type: ignore[no-untyped-def]
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        before = wait_idle(http)["generated_tokens"]
+        with http.stream("POST", "/v1/chat/completions", json={**LONG, "stream": True}) as resp:
+            lines = resp.iter_lines()
+            for _ in range(6):
+                next(lines)
+        after = wait_idle(http)["generated_tokens"]
+        assert 0 < after - before < 400
+        r = http.post("/v1/chat/completions", json={"messages": LONG["messages"], "max_tokens": 3})
+        assert r.status_code == 200
+
+
+def test_non_stream_client_gone_stops_generation(server) -> None:  # type: ignore[no-untyped-def]
+    with httpx.Client(base_url=server.url, timeout=60) as http:
+        before = wait_idle(http)["generated_tokens"]
+        with contextlib.suppress(httpx.TimeoutException):
+            httpx.post(f"{server.url}/v1/chat/completions", json=LONG, timeout=0.5)
+        after = wait_idle(http)["generated_tokens"]
+        assert 0 < after - before < 400
