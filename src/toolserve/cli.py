@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from toolserve import __version__
-from toolserve.config import ModelConfig, ServerConfig, env_default
+from toolserve.config import KV_TYPE_NAMES, ModelConfig, ServerConfig, env_default
 from toolserve.errors import ToolserveError
 from toolserve.serving.pipeline import Finish, Pipeline
 from toolserve.types import Message, SamplingParams
@@ -23,11 +23,23 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ctx-size", type=int, default=env_default("ctx_size", d.ctx_size), help="context length in tokens")
     p.add_argument("--threads", type=int, default=env_default("threads", d.threads), help="CPU threads (default: all cores)")
     p.add_argument("--chat-template", default=env_default("chat_template", d.chat_template), help="Jinja chat template file overriding the model's")
+    p.add_argument("--cache-ram", type=int, default=env_default("cache_ram", d.cache_ram), help="MB of RAM for prompt-cache snapshots (0: off)")
+    p.add_argument("--cache-type-k", default=env_default("cache_type_k", d.cache_type_k), choices=sorted(KV_TYPE_NAMES), help="KV cache type for K")
+    p.add_argument("--cache-type-v", default=env_default("cache_type_v", d.cache_type_v), choices=sorted(KV_TYPE_NAMES), help="KV cache type for V (quantised types turn on flash attention)")
     p.add_argument("--log-level", default=env_default("log_level", ServerConfig.log_level), choices=["debug", "info", "warning", "error"])
 
 
 def _model_config(args: argparse.Namespace) -> ModelConfig:
-    return ModelConfig(args.model, args.model_alias, args.ctx_size, args.threads, args.chat_template)
+    return ModelConfig(
+        model=args.model,
+        model_alias=args.model_alias,
+        ctx_size=args.ctx_size,
+        threads=args.threads,
+        chat_template=args.chat_template,
+        cache_ram=args.cache_ram,
+        cache_type_k=args.cache_type_k,
+        cache_type_v=args.cache_type_v,
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

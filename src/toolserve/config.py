@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields
 
+KV_TYPE_NAMES = ("f32", "f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -13,6 +15,9 @@ class ModelConfig:
     ctx_size: int = 4096
     threads: int | None = None  # None: all cores (llama-cpp-python's default is half)
     chat_template: str | None = None  # Jinja file overriding the model's template
+    cache_ram: int = 512  # MB of RAM for prompt-cache snapshots; 0 turns prefix reuse off
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from fastapi import APIRouter
@@ -56,8 +57,16 @@ async def health(pipe: PipelineDep) -> dict[str, Any]:
             "prompt_tokens": stats.prompt_tokens,
             "cached_tokens": stats.cached_tokens,
             "generated_tokens": stats.generated_tokens,
+            "prompt_cache": cache_stats(pipe.engine),
         },
     }
+
+
+def cache_stats(engine: Any) -> dict[str, Any] | None:
+    cache = getattr(engine, "cache", None)
+    if cache is None:
+        return None
+    return {**dataclasses.asdict(cache.stats), "budget_bytes": cache.budget, "chunk_tokens": engine.prefill_chunk}
 
 
 @router.post("/tokenize")

@@ -16,6 +16,7 @@ import numpy as np
 from llama_cpp import _internals
 
 from toolserve.engine.base import EngineStats, Generation, ModelInfo
+from toolserve.engine.prompt_cache import CacheEntry, PromptCache, common_prefix
 from toolserve.errors import EngineFailure, ModelLoadError
 from toolserve.types import SamplingParams, TokenEvent, TokenLogprob
 
@@ -24,19 +25,44 @@ log = logging.getLogger(__name__)
 PENALTY_LAST_N = 64  # llama.cpp's default window for repetition/presence/frequency penalties
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+# KV cache element types that llama.cpp accepts for --cache-type-k / --cache-type-v
+KV_TYPES = {
+    "f32": llama_cpp.GGML_TYPE_F32,
+    "f16": llama_cpp.GGML_TYPE_F16,
+    "q8_0": llama_cpp.GGML_TYPE_Q8_0,
+    "q5_1": llama_cpp.GGML_TYPE_Q5_1,
+    "q5_0": llama_cpp.GGML_TYPE_Q5_0,
+    "q4_1": llama_cpp.GGML_TYPE_Q4_1,
+    "q4_0": llama_cpp.GGML_TYPE_Q4_0,
+    "iq4_nl": llama_cpp.GGML_TYPE_IQ4_NL,
+}
+SAVE_MIN_DISCARD = 32  # keep the live context as a snapshot only when this many tokens would be lost
+# Prompts are evaluated in chunks aligned to multiples of this, and only whole chunks are
+# reused: llama.cpp's numbers depend on the batch shape, so reusing any other prefix would
+# make a cache hit answer differently from a miss.
+PREFILL_CHUNK = 64
+
+
+def aligned(n: int) -> int:
+    return n - n % PREFILL_CHUNK
 
 
 class LlamaCppEngine:
     """Runs a GGUF model with llama-cpp-python on a single worker thread."""
 
-    def __init__(self, path: str, *, n_ctx: int = 4096, n_threads: int | None = None, n_batch: int = 512):
+    prefill_chunk = PREFILL_CHUNK
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+        cache_ram_mb: int = 0,
+        cache_type_k: str = "f16",
+        cache_type_v: str = "f16",
+    ):
         threads = n_threads or os.cpu_count() or 1
         try:
             self._llm = llama_cpp.Llama(
@@ -45,6 +71,12 @@ class LlamaCppEngine:
                 n_batch=n_batch,
                 n_threads=threads,
                 n_threads_batch=threads,
+                type_k=KV_TYPES[cache_type_k],
+                type_v=KV_TYPES[cache_type_v],
+                # llama.cpp needs flash attention for a quantised V cache
+                flash_attn=cache_type_v not in ("f16", "f32"),
+                # sliding-window models keep the whole KV, so a prefix can be trimmed and reused
+                swa_full=True,
                 verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as exc:
@@ -68,6 +100,8 @@ class LlamaCppEngine:
             chat_template=meta.get("tokenizer.chat_template"),
         )
         self.stats = EngineStats()
+        self.cache = PromptCache(cache_ram_mb * 1024 * 1024) if cache_ram_mb > 0 else None
+        self._live_usable = 0  # how many live-context tokens are whole prompt chunks (reusable)
         self._jobs: queue.Queue[tuple[Generation, list[int], SamplingParams] | None] = queue.Queue()
         self._worker = threading.Thread(target=self._run, name="toolserve-engine", daemon=True)
         self._worker.start()
@@ -96,6 +130,8 @@ class LlamaCppEngine:
     def close(self) -> None:
         self._jobs.put(None)
         self._worker.join(timeout=30)
+        if self.cache is not None:
+            self.cache.clear()  # snapshots never outlive the model they came from
         self._llm.close()
 
     def _run(self) -> None:
@@ -119,23 +155,70 @@ class LlamaCppEngine:
                 self.stats.busy = False
 
     def _prefill(self, gen: Generation, prompt: list[int]) -> bool:
-        """Evaluate the prompt, reusing the longest prefix already in the KV cache."""
+        """Evaluate the prompt, reusing the longest usable prefix of the live context or a snapshot."""
         llm = self._llm
-        reuse = _common_prefix(llm._input_ids[: llm.n_tokens].tolist(), prompt)
-        reuse = min(reuse, len(prompt) - 1)  # the last prompt token is evaluated again for logits
+        live = llm._input_ids[: llm.n_tokens].tolist()
+        reuse = 0
+        if self.cache is not None:  # with the cache off (--cache-ram 0) every prompt is evaluated in full
+            reuse = min(common_prefix(live, prompt), self._live_usable)
+            entry, entry_len = self.cache.best(prompt)
+            if entry is not None and aligned(min(entry_len, len(prompt) - 1)) > aligned(min(reuse, len(prompt) - 1)):
+                self._save_live(live, reuse)
+                self._restore(entry)
+                reuse = entry_len
+            else:
+                self._save_live(live, reuse)
+        # the last prompt token is always evaluated again, for its logits
+        reuse = aligned(min(reuse, len(prompt) - 1))
         if reuse > 0 and llm._ctx.kv_cache_seq_rm(-1, reuse, -1):
             llm.n_tokens = reuse
         else:
             reuse = 0
             llm.reset()
         gen.cached_tokens = reuse
+        self._live_usable = reuse
         self.stats.prompt_tokens += len(prompt)
         self.stats.cached_tokens += reuse
-        for start in range(reuse, len(prompt), llm.n_batch):
+        if self.cache is not None:
+            if reuse:
+                self.cache.stats.hits += 1
+            else:
+                self.cache.stats.misses += 1
+        for start in range(reuse, len(prompt), PREFILL_CHUNK):
             if gen.cancelled:
                 return False
-            llm.eval(prompt[start : start + llm.n_batch])
+            llm.eval(prompt[start : start + PREFILL_CHUNK])
+        self._live_usable = aligned(len(prompt))
         return True
+
+    def _save_live(self, live: list[int], keep: int) -> None:
+        """Snapshot the live context before it is trimmed to `keep` tokens or replaced."""
+        assert self.cache is not None
+        usable = self._live_usable
+        if usable - keep < SAVE_MIN_DISCARD or self.cache.covers(live, usable):
+            return
+        ctx = self._llm._ctx.ctx
+        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+        if size > self.cache.budget:
+            return
+        buf = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0)
+        if written:
+            self.cache.put(live, usable, buf, written)
+
+    def _restore(self, entry: CacheEntry) -> None:
+        llm = self._llm
+        llm._ctx.kv_cache_clear()
+        if not llama_cpp.llama_state_seq_set_data(llm._ctx.ctx, entry.snapshot, entry.nbytes, 0):
+            llm.reset()
+            return
+        n = len(entry.tokens)
+        llm.input_ids[:n] = entry.tokens
+        llm.n_tokens = n
+        self._live_usable = entry.usable
+        assert self.cache is not None
+        self.cache.touch(entry)
+        self.cache.stats.restores += 1
 
     def _sampler(self, params: SamplingParams, prompt: list[int]) -> _internals.LlamaSampler:
         s = _internals.LlamaSampler()

@@ -26,7 +26,14 @@ def load_pipeline(cfg: ModelConfig) -> Pipeline:
             raise ModelLoadError(f"cannot read chat template {cfg.chat_template}: {exc.strerror}") from exc
     log.info("loading %s (%.0f MB)", path, path.stat().st_size / 1e6)
     started = time.perf_counter()
-    engine = LlamaCppEngine(str(path), n_ctx=cfg.ctx_size, n_threads=cfg.threads)
+    engine = LlamaCppEngine(
+        str(path),
+        n_ctx=cfg.ctx_size,
+        n_threads=cfg.threads,
+        cache_ram_mb=cfg.cache_ram,
+        cache_type_k=cfg.cache_type_k,
+        cache_type_v=cfg.cache_type_v,
+    )
     info = engine.info
     source, label = choose_template(info.chat_template, info.architecture, override)
     template = ChatTemplate(source, bos_token=info.bos_token, eos_token=info.eos_token, label=label)

@@ -1,0 +1,104 @@
+"""A multi-entry prompt cache: KV snapshots keyed by the tokens they hold, LRU under a byte budget.
+
+Pure bookkeeping: the engine saves and restores the snapshots; this class only decides which
+entry serves a prompt best and which entries to drop. A snapshot is any object with a length
+in bytes (the engine stores ctypes buffers).
+
+Each entry has a `usable` length: how many of its tokens may be reused. The engine evaluates
+prompts in fixed chunks aligned to absolute positions, so that a reused prefix holds exactly
+the numbers a fresh evaluation would compute; only whole chunks of a prompt are usable
+(generated tokens and a prompt's last partial chunk were computed in other batch shapes).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+@dataclass
+class CacheEntry:
+    tokens: tuple[int, ...]
+    usable: int
+    snapshot: Any
+    nbytes: int
+
+    def reusable(self, prompt: Sequence[int]) -> int:
+        return min(common_prefix(self.tokens, prompt), self.usable)
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0  # requests that reused at least one token (live context or a snapshot)
+    misses: int = 0
+    restores: int = 0  # hits served from a snapshot rather than the live context
+    saves: int = 0
+    evictions: int = 0
+    bytes: int = 0
+    entries: int = 0
+
+
+class PromptCache:
+    def __init__(self, budget_bytes: int):
+        self.budget = budget_bytes
+        self._entries: OrderedDict[tuple[int, ...], CacheEntry] = OrderedDict()
+        self.stats = CacheStats()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(e.nbytes for e in self._entries.values())
+
+    def best(self, prompt: Sequence[int]) -> tuple[CacheEntry | None, int]:
+        """The entry sharing the longest prefix with `prompt`, and that length."""
+        best: CacheEntry | None = None
+        best_len = 0
+        for entry in self._entries.values():
+            n = entry.reusable(prompt)
+            if n > best_len:
+                best, best_len = entry, n
+        return best, best_len
+
+    def touch(self, entry: CacheEntry) -> None:
+        self._entries.move_to_end(entry.tokens)
+
+    def covers(self, tokens: Sequence[int], usable: int) -> bool:
+        """True if some entry already offers the first `usable` tokens: saving adds nothing."""
+        return any(e.reusable(tokens) >= usable for e in self._entries.values())
+
+    def put(self, tokens: Sequence[int], usable: int, snapshot: Any, nbytes: int) -> bool:
+        """Store a snapshot; entries it makes redundant go, then the least recently used ones
+        until the budget holds. A snapshot larger than the whole budget is not stored."""
+        if nbytes > self.budget or usable <= 0:
+            return False
+        key = tuple(tokens)
+        for old in [e for e in self._entries.values() if e.usable <= common_prefix(e.tokens, key) and e.usable <= usable]:
+            del self._entries[old.tokens]  # a longer snapshot of the same conversation replaces it
+        while self._entries and self.nbytes + nbytes > self.budget:
+            self._entries.popitem(last=False)
+            self.stats.evictions += 1
+        self._entries[key] = CacheEntry(key, usable, snapshot, nbytes)
+        self.stats.saves += 1
+        self._sync()
+        return True
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._sync()
+
+    def _sync(self) -> None:
+        self.stats.bytes = self.nbytes
+        self.stats.entries = len(self._entries)

@@ -1,0 +1,137 @@
+"""Prefix reuse from the live context and from snapshots, reported as cached_tokens."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.conftest import CTX_SIZE, Server
+
+SYSTEM = "You are a helpful assistant for a shipping company. " * 20
+
+
+def conversation(topic: str, turns: int) -> list[dict[str, str]]:
+    msgs = [{"role": "system", "content": SYSTEM}]
+    for i in range(turns):
+        msgs.append({"role": "user", "content": f"Question {i} about {topic}: tell me something new about {topic}."})
+        msgs.append({"role": "assistant", "content": f"Answer {i}: {topic} is interesting in way number {i}."})
+    msgs.append({"role": "user", "content": f"One last thing about {topic}?"})
+    return msgs
+
+
+def chat(http: httpx.Client, messages: list[dict[str, str]], **kw: object) -> dict:
+    r = http.post("/v1/chat/completions", json={"messages": messages, "max_tokens": 8, "temperature": 0, **kw})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def n_tokens(http: httpx.Client, messages: list[dict[str, str]]) -> list[int]:
+    return http.post("/tokenize", json={"messages": messages}).json()["tokens"]
+
+
+def cached(resp: dict) -> int:
+    return int(resp["usage"]["prompt_tokens_details"]["cached_tokens"])
+
+
+def aligned(http: httpx.Client, n: int) -> int:
+    """Reuse is whole prefill chunks only (see engine/llama_cpp.py)."""
+    chunk = int(http.get("/health").json()["toolserve"]["prompt_cache"]["chunk_tokens"])
+    return n - n % chunk
+
+
+@pytest.fixture(scope="module")
+def cache_server() -> Iterator[Server]:
+    srv = Server(["--ctx-size", str(CTX_SIZE), "--cache-ram", "256"])
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture()
+def chttp(cache_server: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=cache_server.url, timeout=120) as c:
+        yield c
+
+
+def test_same_prompt_twice(chttp: httpx.Client) -> None:
+    msgs = conversation("anchors", 1)
+    chat(chttp, msgs)
+    second = chat(chttp, msgs)
+    n = second["usage"]["prompt_tokens"]
+    assert cached(second) == aligned(chttp, n - 1) > n - 70  # all but the last token, to a chunk boundary
+
+
+def test_growing_conversation(chttp: httpx.Client) -> None:
+    first = conversation("ropes", 2)
+    r1 = chat(chttp, first)
+    grown = [*first, {"role": "assistant", "content": "Ropes hold things."}, {"role": "user", "content": "And knots?"}]
+    r2 = chat(chttp, grown)
+    assert cached(r2) == aligned(chttp, r1["usage"]["prompt_tokens"]) > 0
+
+
+def test_interleaved_conversations_both_hit(chttp: httpx.Client) -> None:
+    a, b = conversation("harbours", 3), conversation("lighthouses", 3)
+    ra, rb = chat(chttp, a), chat(chttp, b)
+    a2 = [*a, {"role": "assistant", "content": "Harbours shelter ships."}, {"role": "user", "content": "More?"}]
+    b2 = [*b, {"role": "assistant", "content": "Lighthouses guide ships."}, {"role": "user", "content": "More?"}]
+    assert cached(chat(chttp, a2)) == aligned(chttp, ra["usage"]["prompt_tokens"])
+    assert cached(chat(chttp, b2)) == aligned(chttp, rb["usage"]["prompt_tokens"])
+    stats = chttp.get("/health").json()["toolserve"]["prompt_cache"]
+    assert stats["restores"] >= 2
+    assert 0 < stats["bytes"] <= stats["budget_bytes"]
+
+
+def test_prompt_diverging_in_the_middle(chttp: httpx.Client) -> None:
+    base = conversation("cargo", 3)
+    changed = [dict(m) for m in base]
+    changed[3]["content"] = "Something else entirely, about tides."
+    chat(chttp, base)
+    r = chat(chttp, changed)
+    t1, t2 = n_tokens(chttp, base), n_tokens(chttp, changed)
+    shared = next(i for i, (x, y) in enumerate(zip(t1, t2, strict=False)) if x != y)
+    assert cached(r) == aligned(chttp, shared) > 0
+
+
+def test_stream_reports_cached_tokens(chttp: httpx.Client) -> None:
+    msgs = conversation("buoys", 1)
+    chat(chttp, msgs)
+    body = {"messages": msgs, "max_tokens": 4, "stream": True, "stream_options": {"include_usage": True}}
+    with chttp.stream("POST", "/v1/chat/completions", json=body) as resp:
+        lines = [line for line in resp.iter_lines() if line.startswith("data: {")]
+
+    usage = json.loads(lines[-1][6:])["usage"]
+    assert usage["prompt_tokens_details"]["cached_tokens"] == aligned(chttp, usage["prompt_tokens"] - 1) > 0
+
+
+@pytest.mark.parametrize("sampling", [{"temperature": 0}, {"temperature": 0.9, "seed": 42, "presence_penalty": 0.5, "repetition_penalty": 1.2}])
+def test_hit_gives_the_same_output_as_no_cache(chttp: httpx.Client, sampling: dict) -> None:
+    off = Server(["--ctx-size", str(CTX_SIZE), "--cache-ram", "0"])
+    try:
+        with httpx.Client(base_url=off.url, timeout=120) as ohttp:
+            msgs = conversation("sails", 2)
+            chat(chttp, conversation("decoy", 2))  # the live context holds something else
+            chat(chttp, msgs, max_tokens=2)  # warm
+            chat(chttp, conversation("decoy", 2))
+            hit = chat(chttp, msgs, max_tokens=40, **sampling)
+            assert cached(hit) > 0
+            miss = chat(ohttp, msgs, max_tokens=40, **sampling)
+            assert cached(miss) == 0
+            assert hit["choices"][0]["message"]["content"] == miss["choices"][0]["message"]["content"]
+    finally:
+        off.stop()
+
+
+def test_budget_is_never_exceeded() -> None:
+    small = Server(["--ctx-size", str(CTX_SIZE), "--cache-ram", "20"])
+    try:
+        with httpx.Client(base_url=small.url, timeout=120) as http:
+            for topic in ["a", "b", "c", "d", "e", "f"]:
+                chat(http, conversation(topic, 4))
+                stats = http.get("/health").json()["toolserve"]["prompt_cache"]
+                assert stats["bytes"] <= stats["budget_bytes"] == 20 * 1024 * 1024
+            assert stats["saves"] >= 2
+            assert stats["evictions"] >= 1
+    finally:
+        small.stop()
