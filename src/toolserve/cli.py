@@ -23,6 +23,7 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ctx-size", type=int, default=env_default("ctx_size", d.ctx_size), help="context length in tokens")
     p.add_argument("--threads", type=int, default=env_default("threads", d.threads), help="CPU threads (default: all cores)")
     p.add_argument("--chat-template", default=env_default("chat_template", d.chat_template), help="Jinja chat template file overriding the model's")
+    p.add_argument("--tool-format", default=env_default("tool_format", d.tool_format), help="tool-call format id (default: auto, from the chat template)")
     p.add_argument("--cache-ram", type=int, default=env_default("cache_ram", d.cache_ram), help="MB of RAM for prompt-cache snapshots (0: off)")
     p.add_argument("--cache-type-k", default=env_default("cache_type_k", d.cache_type_k), choices=sorted(KV_TYPE_NAMES), help="KV cache type for K")
     p.add_argument("--cache-type-v", default=env_default("cache_type_v", d.cache_type_v), choices=sorted(KV_TYPE_NAMES), help="KV cache type for V (quantised types turn on flash attention)")
@@ -36,6 +37,7 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
         ctx_size=args.ctx_size,
         threads=args.threads,
         chat_template=args.chat_template,
+        tool_format=args.tool_format,
         cache_ram=args.cache_ram,
         cache_type_k=args.cache_type_k,
         cache_type_v=args.cache_type_v,

@@ -15,6 +15,7 @@ class ModelConfig:
     ctx_size: int = 4096
     threads: int | None = None  # None: all cores (llama-cpp-python's default is half)
     chat_template: str | None = None  # Jinja file overriding the model's template
+    tool_format: str = "auto"  # a format id from formats/registry.py, or auto-detect
     cache_ram: int = 512  # MB of RAM for prompt-cache snapshots; 0 turns prefix reuse off
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"

@@ -15,7 +15,7 @@ from toolserve.api.deps import PipelineDep
 from toolserve.api.schemas import ChatCompletionRequest
 from toolserve.api.streaming import sse_response, unless_disconnected
 from toolserve.serving.pipeline import Finish, Pipeline, choice_params
-from toolserve.types import TokenLogprob, Usage
+from toolserve.types import ContentDelta, Delta, ReasoningDelta, TokenLogprob, ToolCallArgs, ToolCallStart, Usage
 
 router = APIRouter()
 
@@ -47,9 +47,64 @@ def logprob_entries(pipe: Pipeline, lps: list[TokenLogprob]) -> list[dict[str, A
         raw = pipe.engine.token_piece(token)
         return {"token": raw.decode("utf-8", "replace"), "logprob": logprob, "bytes": list(raw)}
 
-    return [
-        {**one(lp.token_id, lp.logprob), "top_logprobs": [one(t, v) for t, v in lp.top]} for lp in lps
-    ]
+    return [{**one(lp.token_id, lp.logprob), "top_logprobs": [one(t, v) for t, v in lp.top]} for lp in lps]
+
+
+def delta_json(d: Delta) -> dict[str, Any]:
+    """One typed delta as an OpenAI chunk `delta`."""
+    if isinstance(d, ContentDelta):
+        return {"content": d.text}
+    if isinstance(d, ReasoningDelta):
+        return {"reasoning_content": d.text, "reasoning": d.text}
+    if isinstance(d, ToolCallStart):
+        call = {"index": d.index, "id": d.id, "type": "function", "function": {"name": d.name, "arguments": ""}}
+        return {"tool_calls": [call]}
+    return {"tool_calls": [{"index": d.index, "function": {"arguments": d.fragment}}]}
+
+
+def merge(deltas: list[Delta]) -> list[Delta]:
+    """Join neighbouring deltas of the same kind, so a piece becomes as few chunks as it can."""
+    out: list[Delta] = []
+    for d in deltas:
+        last = out[-1] if out else None
+        if isinstance(d, ContentDelta) and isinstance(last, ContentDelta):
+            out[-1] = ContentDelta(last.text + d.text)
+        elif isinstance(d, ReasoningDelta) and isinstance(last, ReasoningDelta):
+            out[-1] = ReasoningDelta(last.text + d.text)
+        elif isinstance(d, ToolCallArgs) and isinstance(last, ToolCallArgs) and last.index == d.index:
+            out[-1] = ToolCallArgs(d.index, last.fragment + d.fragment)
+        else:
+            out.append(d)
+    return out
+
+
+class Message:
+    """The non-streaming message, built from the same deltas a stream sends."""
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+
+    def add(self, d: Delta) -> None:
+        if isinstance(d, ContentDelta):
+            self.content.append(d.text)
+        elif isinstance(d, ReasoningDelta):
+            self.reasoning.append(d.text)
+        elif isinstance(d, ToolCallStart):
+            self.calls[d.index] = {"id": d.id, "type": "function", "function": {"name": d.name, "arguments": ""}}
+        else:
+            self.calls[d.index]["function"]["arguments"] += d.fragment
+
+    def json(self) -> dict[str, Any]:
+        content = "".join(self.content)
+        out: dict[str, Any] = {"role": "assistant", "content": content or (None if self.calls else ""), "refusal": None}
+        if self.reasoning:
+            text = "".join(self.reasoning)
+            out["reasoning_content"] = out["reasoning"] = text
+        if self.calls:
+            out["tool_calls"] = [self.calls[i] for i in sorted(self.calls)]
+        return out
 
 
 class ChatRun:
@@ -58,8 +113,9 @@ class ChatRun:
     def __init__(self, pipe: Pipeline, req: ChatCompletionRequest):
         pipe.check_model(req.model)
         convert.check_chat_features(req)
-        prompt_text = pipe.render_chat(convert.to_messages(req.messages), req.chat_template_kwargs)
-        self.prompt = pipe.tokenize_prompt(prompt_text)
+        self.opts = convert.chat_options(req)
+        self.prompt_text = pipe.render_chat(convert.to_messages(req.messages), self.opts)
+        self.prompt = pipe.tokenize_prompt(self.prompt_text)
         info = pipe.engine.info
         max_tokens = req.max_completion_tokens or req.max_tokens or info.n_ctx
         logprobs = (req.top_logprobs or 0) if req.logprobs else None
@@ -83,19 +139,39 @@ class ChatRun:
             out["usage"] = usage_json(usage)
         return out
 
+    async def _choice(self, i: int) -> AsyncIterator[tuple[list[Delta], list[TokenLogprob], Finish | None]]:
+        """Deltas of choice i with the logprobs of the tokens that produced them; a Finish last."""
+        shaper = self.pipe.shaper(self.prompt_text, self.opts)
+        pending: list[TokenLogprob] = []
+        async for item in self.pipe.generate(self.prompt, choice_params(self.params, i), self.stops):
+            if isinstance(item, Finish):
+                tail = shaper.finish()
+                if tail or pending:
+                    yield merge(tail), pending, None
+                reason = "tool_calls" if shaper.calls else item.finish_reason
+                yield [], [], Finish(reason, item.usage)
+                return
+            pending.extend(item.logprobs)
+            deltas = shaper.feed(item.text)
+            if deltas:
+                yield merge(deltas), pending, None
+                pending = []
+
     async def stream(self) -> AsyncIterator[dict[str, Any]]:
         total: Usage | None = None
         include_usage = bool(self.req.stream_options and self.req.stream_options.include_usage)
         for i in range(self.req.n):
             role = {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
             yield self.chunk([role])
-            async for item in self.pipe.generate(self.prompt, choice_params(self.params, i), self.stops):
-                if isinstance(item, Finish):
-                    total = add_usage(total, prompt_once(item.usage, i))
-                    yield self.chunk([{"index": i, "delta": {}, "logprobs": None, "finish_reason": item.finish_reason}])
+            async for deltas, lps, finish in self._choice(i):
+                if finish is not None:
+                    total = add_usage(total, prompt_once(finish.usage, i))
+                    yield self.chunk([{"index": i, "delta": {}, "logprobs": None, "finish_reason": finish.finish_reason}])
                     continue
-                logprobs = {"content": logprob_entries(self.pipe, item.logprobs)} if self.req.logprobs else None
-                yield self.chunk([{"index": i, "delta": {"content": item.text}, "logprobs": logprobs, "finish_reason": None}])
+                logprobs = {"content": logprob_entries(self.pipe, lps)} if self.req.logprobs else None
+                for d in deltas or [ContentDelta("")]:
+                    yield self.chunk([{"index": i, "delta": delta_json(d), "logprobs": logprobs, "finish_reason": None}])
+                    logprobs = {"content": []} if self.req.logprobs else None
         if include_usage and total is not None:
             yield self.chunk([], total)
 
@@ -103,16 +179,15 @@ class ChatRun:
         choices = []
         total: Usage | None = None
         for i in range(self.req.n):
-            text, lps, finish = [], [], "stop"
-            async for item in self.pipe.generate(self.prompt, choice_params(self.params, i), self.stops):
-                if isinstance(item, Finish):
-                    total, finish = add_usage(total, prompt_once(item.usage, i)), item.finish_reason
-                else:
-                    text.append(item.text)
-                    lps.extend(item.logprobs)
-            message = {"role": "assistant", "content": "".join(text), "refusal": None}
+            message, lps, finish = Message(), [], "stop"
+            async for deltas, step_lps, fin in self._choice(i):
+                if fin is not None:
+                    total, finish = add_usage(total, prompt_once(fin.usage, i)), fin.finish_reason
+                for d in deltas:
+                    message.add(d)
+                lps.extend(step_lps)
             logprobs = {"content": logprob_entries(self.pipe, lps)} if self.req.logprobs else None
-            choices.append({"index": i, "message": message, "logprobs": logprobs, "finish_reason": finish})
+            choices.append({"index": i, "message": message.json(), "logprobs": logprobs, "finish_reason": finish})
         body = self.chunk(choices, total)
         body["object"] = "chat.completion"
         return body

@@ -6,7 +6,8 @@ import json
 
 from toolserve.api.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest, TextPart, _Sampling
 from toolserve.errors import InvalidRequest, Unsupported
-from toolserve.types import Message, SamplingParams, ToolCall
+from toolserve.serving.chat import ChatOptions
+from toolserve.types import Message, SamplingParams, ToolCall, ToolSpec
 
 
 def flatten_content(message: ChatMessage, index: int) -> str | None:
@@ -91,6 +92,43 @@ def stops(req: _Sampling) -> list[str]:
     if req.stop is None:
         return []
     return [req.stop] if isinstance(req.stop, str) else list(req.stop)
+
+
+def chat_options(req: ChatCompletionRequest) -> ChatOptions:
+    """Tools and tool_choice, checked against each other."""
+    tools = tuple(
+        ToolSpec(
+            name=t.function.name,
+            description=t.function.description or "",
+            parameters=t.function.parameters or {"type": "object", "properties": {}},
+            strict=bool(t.function.strict),
+        )
+        for t in req.tools or ()
+    )
+    names = [t.name for t in tools]
+    if len(set(names)) != len(names):
+        raise InvalidRequest("tools holds two functions with the same name.", param="tools")
+    raw = req.tool_choice or "auto"
+    name = None
+    if isinstance(raw, str):
+        choice: str = raw
+    else:
+        name = raw.function.name
+        if name not in names:
+            raise InvalidRequest(
+                f"tool_choice names function '{name}', which is not in tools.", param="tool_choice"
+            )
+        choice = "function"
+    if choice == "required" and not tools:
+        raise InvalidRequest("tool_choice 'required' needs at least one tool in tools.", param="tool_choice")
+    return ChatOptions(
+        tools=tools,
+        tool_choice=choice,
+        tool_name=name,
+        parallel_tool_calls=req.parallel_tool_calls,
+        include_reasoning=req.include_reasoning,
+        template_kwargs=dict(req.chat_template_kwargs or {}),
+    )
 
 
 def check_chat_features(req: ChatCompletionRequest) -> None:

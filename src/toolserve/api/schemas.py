@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 MAX_STOPS = 16
 MAX_N = 16
+MAX_TOOLS = 128
 
 
 class _Model(BaseModel):
@@ -57,6 +58,27 @@ class ChatMessage(_Model):
     reasoning_content: str | None = None
 
 
+class FunctionDef(_Model):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.\-]{1,64}$")]
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ToolDef(_Model):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class ToolChoiceFunction(_Model):
+    name: str
+
+
+class NamedToolChoice(_Model):
+    type: Literal["function"]
+    function: ToolChoiceFunction
+
+
 class StreamOptions(_Model):
     include_usage: bool = False
 
@@ -92,9 +114,10 @@ class ChatCompletionRequest(_Sampling):
     logprobs: bool = False
     top_logprobs: int | None = Field(default=None, ge=0, le=20)
     response_format: ResponseFormat | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    parallel_tool_calls: bool | None = None
+    tools: Annotated[list[ToolDef], Field(max_length=MAX_TOOLS)] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    parallel_tool_calls: bool = True
+    include_reasoning: bool = True
     chat_template_kwargs: dict[str, Any] | None = None
 
 

@@ -14,6 +14,7 @@ from importlib import resources
 from typing import Any
 
 import jinja2
+from jinja2 import meta
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
 from toolserve.errors import BrokenTemplate, TemplateError
@@ -81,8 +82,11 @@ class ChatTemplate:
         self.label = label
         self.bos_token = bos_token
         self.eos_token = eos_token
+        env = _environment()
         try:
-            self._template = _environment().from_string(source)
+            self._template = env.from_string(source)
+            # a template that reads `tools` renders tool definitions itself
+            self.supports_tools = "tools" in meta.find_undeclared_variables(env.parse(source))
         except jinja2.TemplateSyntaxError as exc:
             raise BrokenTemplate(f"chat template does not compile: {exc}") from exc
         self.caps = self._probe()

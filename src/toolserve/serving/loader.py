@@ -9,6 +9,7 @@ from pathlib import Path
 from toolserve.config import ModelConfig
 from toolserve.engine.llama_cpp import LlamaCppEngine
 from toolserve.errors import ModelLoadError
+from toolserve.formats.registry import detect_format, get_format
 from toolserve.formats.template import ChatTemplate, choose_template
 from toolserve.modelfile import resolve_model
 from toolserve.serving.pipeline import Pipeline
@@ -37,9 +38,11 @@ def load_pipeline(cfg: ModelConfig) -> Pipeline:
     info = engine.info
     source, label = choose_template(info.chat_template, info.architecture, override)
     template = ChatTemplate(source, bos_token=info.bos_token, eos_token=info.eos_token, label=label)
+    fmt_id = cfg.tool_format if cfg.tool_format != "auto" else detect_format(source, info.architecture)
+    fmt = get_format(fmt_id)
     model_id = cfg.model_alias or path.stem
     log.info(
-        "loaded %s in %.2f s: architecture %s, context %d, chat template %s",
-        model_id, time.perf_counter() - started, info.architecture, info.n_ctx, label,
+        "loaded %s in %.2f s: architecture %s, context %d, chat template %s, tool format %s",
+        model_id, time.perf_counter() - started, info.architecture, info.n_ctx, label, fmt_id,
     )
-    return Pipeline(engine, template, model_id)
+    return Pipeline(engine, template, model_id, fmt)

@@ -10,11 +10,12 @@ import hashlib
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from toolserve.engine.base import Engine
 from toolserve.errors import ContextLengthExceeded, InvalidRequest, ModelNotFound
+from toolserve.formats.base import Format
 from toolserve.formats.template import ChatTemplate
+from toolserve.serving.chat import ChatOptions, ChatRenderer, OutputShaper, needs_parser
 from toolserve.serving.text import StopMatcher, Utf8Stream
 from toolserve.types import Message, SamplingParams, TokenLogprob, Usage
 
@@ -33,16 +34,6 @@ class Finish:
     usage: Usage
 
 
-def message_to_template(m: Message) -> dict[str, Any]:
-    """The dict a chat template iterates over."""
-    out: dict[str, Any] = {"role": m.role, "content": m.content}
-    if m.name:
-        out["name"] = m.name
-    if m.tool_call_id:
-        out["tool_call_id"] = m.tool_call_id
-    return out
-
-
 def choice_params(params: SamplingParams, index: int) -> SamplingParams:
     """Choice `index` of n: a seeded request gets seed+index so that choices differ."""
     if params.seed is None or index == 0:
@@ -53,10 +44,12 @@ def choice_params(params: SamplingParams, index: int) -> SamplingParams:
 class Pipeline:
     """One loaded model with its template, serving requests."""
 
-    def __init__(self, engine: Engine, template: ChatTemplate, model_id: str):
+    def __init__(self, engine: Engine, template: ChatTemplate, model_id: str, fmt: Format):
         self.engine = engine
         self.template = template
         self.model_id = model_id
+        self.fmt = fmt
+        self.renderer = ChatRenderer(template, fmt)
         self.created = int(time.time())
         info = engine.info
         digest = hashlib.sha256(f"{info.path}:{info.size_bytes}:{template.source}".encode()).hexdigest()
@@ -70,8 +63,17 @@ class Pipeline:
                 param="model",
             )
 
-    def render_chat(self, messages: Sequence[Message], template_kwargs: dict[str, Any] | None = None) -> str:
-        return self.template.render([message_to_template(m) for m in messages], extra=template_kwargs)
+    def render_chat(self, messages: Sequence[Message], opts: ChatOptions | None = None) -> str:
+        return self.renderer.render(messages, opts or ChatOptions())
+
+    def shaper(self, prompt_text: str, opts: ChatOptions) -> OutputShaper:
+        """The output side of a chat request: parser for the family, with the request's policy."""
+        return OutputShaper(
+            self.fmt,
+            opts,
+            thinking_open=self.renderer.thinking_open(prompt_text),
+            parse=needs_parser(self.fmt, self.template, opts),
+        )
 
     def tokenize_prompt(self, text: str) -> list[int]:
         """Tokens of a rendered prompt; BOS is added unless the template already wrote it."""

@@ -1,0 +1,541 @@
+"""The family interface and the shared streaming machinery.
+
+A family is a `Format` object: data (format id, reasoning markers, the role tool results go
+in), a `Grammar` (which markers switch between content, reasoning and tool-call bodies) and
+the prompt-side renderers. `Format.new_parser()` returns a `StreamParser`; non-streaming
+parsing is `feed(whole) + finish()`, the same code path, so any split of the same text gives
+the same message.
+
+How the parser works: text is scanned in the current *state* (content or reasoning) for the
+markers of that state's transition table; text before a marker is labelled with the state
+it was written in; a possible partial marker at the end of a piece is held back. A call
+marker hands the text to a *body* reader (bodies.py) that emits the call through the parser's
+sink methods as soon as the name is known to be an offered tool. A body that fails before it
+emitted anything gives its raw text back, labelled with the state it interrupted (so a fake
+`<tool_call>` inside reasoning stays reasoning); a body that fails after its call started
+closes the call's arguments with what parsed (`close_json_prefix`), drops the rest of that
+block up to its closing marker, and logs it.
+
+Whitespace: each content or reasoning *segment* (text between structural markers) is
+stripped at both ends; segments of the same kind are joined with a newline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..types import ContentDelta, Delta, ReasoningDelta, ToolCall, ToolCallArgs, ToolCallStart, ToolSpec
+from .jsonstream import close_json_prefix, dumps
+
+log = logging.getLogger(__name__)
+
+CONTENT, REASONING = "content", "reasoning"
+MORE, DONE, FAIL = 0, 1, 2
+_WS = " \t\r\n"
+
+
+# ---- the body protocol -----------------------------------------------------------------
+
+
+class Sink(Protocol):
+    """What a body may call on the parser."""
+
+    def allowed(self, name: str) -> bool: ...
+    def schema(self, name: str) -> dict[str, Any]: ...
+    def start_call(self, name: str, call_id: str | None = None) -> None: ...
+    def call_args(self, fragment: str) -> None: ...
+    def end_call(self) -> None: ...
+    def abort_call(self) -> None: ...
+    def emit_text(self, kind: str, text: str) -> None: ...
+
+
+class Body(Protocol):
+    """Reads one tool-call block. `advance` returns (new position, MORE | DONE | FAIL)."""
+
+    next_state: str | None
+
+    def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]: ...
+
+
+BodyFactory = Callable[[Sink], Body]
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """A marker that opens a tool-call block, the body reading it and its closing marker.
+
+    `lead=True`: only recognised at the start of a content segment (bare JSON `{` or a
+    pythonic `[`), and the marker is left for the body to read.
+    """
+
+    marker: str
+    body: BodyFactory
+    close: str | None = None
+    lead: bool = False
+
+
+@dataclass(frozen=True)
+class Grammar:
+    """The transition table of a family, as data."""
+
+    triggers: tuple[Trigger, ...] = ()
+    reasoning_open: tuple[str, ...] = ()
+    reasoning_close: tuple[str, ...] = ()
+    drop: tuple[str, ...] = ()  # markers removed wherever they stand (end-of-turn tokens)
+
+    def __post_init__(self) -> None:
+        tables = {}
+        for state in (CONTENT, REASONING):
+            acts: dict[str, tuple[str, Any]] = {}
+            for m in self.drop:
+                acts[m] = ("drop", None)
+            if state == CONTENT:
+                for m in self.reasoning_open:
+                    acts[m] = ("open", None)
+                for m in self.reasoning_close:  # a stray close (prompt opened it): dropped
+                    acts.setdefault(m, ("drop", None))
+            else:
+                for m in self.reasoning_close:
+                    acts[m] = ("close", None)
+            for t in self.triggers:
+                if not t.lead:
+                    acts[t.marker] = ("call", t)
+            tables[state] = _Table(acts)
+        object.__setattr__(self, "_tables", tables)
+        object.__setattr__(self, "_leads", tuple(t for t in self.triggers if t.lead))
+
+    def table(self, state: str) -> _Table:
+        return self._tables[state]  # type: ignore[attr-defined,no-any-return]
+
+    @property
+    def leads(self) -> tuple[Trigger, ...]:
+        return self._leads  # type: ignore[attr-defined,no-any-return]
+
+
+class _Table:
+    """Markers of one state: a regex finding the earliest, and the prefixes to hold back."""
+
+    def __init__(self, acts: dict[str, tuple[str, Any]]) -> None:
+        self.acts = acts
+        # longest first, so `<tool_call>` wins over `<tool_call` style overlaps
+        markers = sorted(acts, key=len, reverse=True)
+        self.regex = re.compile("|".join(map(re.escape, markers))) if markers else None
+        self.prefixes = {m[:i] for m in markers for i in range(1, len(m))}
+        self.maxlen = max((len(m) for m in markers), default=0)
+        firsts = {m[0] for m in markers}
+        self.first_re = re.compile("[" + "".join(map(re.escape, sorted(firsts))) + "]") if firsts else None
+
+    def hold_from(self, buf: str, pos: int) -> int:
+        """Index from which buf may be the start of a marker (len(buf) if none)."""
+        n = len(buf)
+        if self.first_re is None:
+            return n
+        start = max(pos, n - self.maxlen + 1)
+        m = self.first_re.search(buf, start)
+        while m is not None:
+            j = m.start()
+            if buf[j:] in self.prefixes:
+                return j
+            m = self.first_re.search(buf, j + 1)
+        return n
+
+
+class PrefixChoice:
+    """Hands the block to the first option whose prefix the text starts with (after spaces).
+
+    options: (prefix, body factory, consume the prefix?)
+    """
+
+    def __init__(self, sink: Sink, options: Sequence[tuple[str, BodyFactory, bool]]) -> None:
+        self.sink = sink
+        self.options = options
+        self.body: Body | None = None
+        self.next_state: str | None = None
+
+    def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
+        if self.body is None:
+            i, n = pos, len(buf)
+            while i < n and buf[i] in _WS:
+                i += 1
+            rest = buf[i:]
+            if not final and any(len(p) > len(rest) and p.startswith(rest) for p, _, _ in self.options):
+                return pos, MORE  # still ambiguous
+            for prefix, factory, consume in self.options:
+                if rest.startswith(prefix):
+                    self.body = factory(self.sink)
+                    pos = i + len(prefix) if consume else i
+                    break
+            else:
+                return pos, FAIL
+        new, status = self.body.advance(buf, pos, final)
+        self.next_state = self.body.next_state
+        return new, status
+
+
+# ---- results ---------------------------------------------------------------------------
+
+
+@dataclass
+class ParsedMessage:
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+
+def rebuild(deltas: Sequence[Delta]) -> ParsedMessage:
+    """The message a client gets by concatenating `deltas`."""
+    content: list[str] = []
+    reasoning: list[str] = []
+    calls: dict[int, list[str]] = {}
+    heads: dict[int, ToolCallStart] = {}
+    for d in deltas:
+        if isinstance(d, ContentDelta):
+            content.append(d.text)
+        elif isinstance(d, ReasoningDelta):
+            reasoning.append(d.text)
+        elif isinstance(d, ToolCallStart):
+            heads[d.index] = d
+            calls[d.index] = []
+        else:
+            calls[d.index].append(d.fragment)
+    return ParsedMessage(
+        "".join(content),
+        "".join(reasoning),
+        [ToolCall(heads[i].id, heads[i].name, "".join(calls[i])) for i in sorted(heads)],
+    )
+
+
+def merge_deltas(deltas: list[Delta]) -> list[Delta]:
+    """Joins neighbouring deltas of the same kind (one piece of text per kind per feed)."""
+    merged: list[Delta] = []
+    for d in deltas:
+        prev = merged[-1] if merged else None
+        if isinstance(d, ContentDelta) and isinstance(prev, ContentDelta):
+            merged[-1] = ContentDelta(prev.text + d.text)
+        elif isinstance(d, ReasoningDelta) and isinstance(prev, ReasoningDelta):
+            merged[-1] = ReasoningDelta(prev.text + d.text)
+        elif isinstance(d, ToolCallArgs) and isinstance(prev, ToolCallArgs) and prev.index == d.index:
+            merged[-1] = ToolCallArgs(d.index, prev.fragment + d.fragment)
+        else:
+            merged.append(d)
+    return merged
+
+
+def new_call_id() -> str:
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+# ---- the parser ------------------------------------------------------------------------
+
+
+class _Segment:
+    """Whitespace bookkeeping of one kind of text (content or reasoning)."""
+
+    __slots__ = ("any", "pending", "started")
+
+    def __init__(self) -> None:
+        self.started = False  # non-whitespace text emitted in the current segment
+        self.pending = ""  # trailing whitespace held until more text follows
+        self.any = False  # any text of this kind emitted at all
+
+
+class StreamParser:
+    """Incremental parser for one model output; see the module docstring."""
+
+    def __init__(self, grammar: Grammar, tools: Sequence[ToolSpec] = (), thinking_open: bool = False,
+                 id_factory: Callable[[], str] = new_call_id) -> None:
+        self._g = grammar
+        self._tools = {t.name: t for t in tools}
+        self._new_id = id_factory
+        self._buf = ""
+        self._state = REASONING if thinking_open else CONTENT
+        self._lead_ok = not thinking_open
+        self._seg = {CONTENT: _Segment(), REASONING: _Segment()}
+        self._out: list[Delta] = []
+        self._body: Body | None = None
+        self._trigger: Trigger | None = None
+        self._block_raw: list[str] = []
+        self._block_prev = CONTENT
+        self._block_emitted = False
+        self._closing: str | None = None  # close marker expected next
+        self._skipping: str | None = None  # dropping a broken block up to this marker
+        self._calls = 0
+        self._open_args: list[str] | None = None
+
+    # -- public ----------------------------------------------------------------------------
+
+    def feed(self, text: str) -> list[Delta]:
+        self._buf += text
+        self._run(final=False)
+        return self._drain()
+
+    def finish(self) -> list[Delta]:
+        self._run(final=True)
+        if self._open_args is not None:  # a body left a call open at end of output
+            self.abort_call()
+        return self._drain()
+
+    # -- sink (called by bodies) -----------------------------------------------------------
+
+    def allowed(self, name: str) -> bool:
+        return bool(name) and (not self._tools or name in self._tools)
+
+    def schema(self, name: str) -> dict[str, Any]:
+        tool = self._tools.get(name)
+        return tool.parameters if tool is not None else {}
+
+    def start_call(self, name: str, call_id: str | None = None) -> None:
+        if self._open_args is not None:
+            self.abort_call()
+        self._block_emitted = True
+        self._out.append(ToolCallStart(self._calls, call_id or self._new_id(), name))
+        self._open_args = []
+
+    def call_args(self, fragment: str) -> None:
+        if fragment and self._open_args is not None:
+            self._open_args.append(fragment)
+            self._out.append(ToolCallArgs(self._calls, fragment))
+
+    def end_call(self) -> None:
+        if self._open_args is not None and not self._open_args:
+            self.call_args("{}")
+        self._open_args = None
+        self._calls += 1
+
+    def abort_call(self) -> None:
+        """Closes the open call's arguments with what parsed so far (never raises)."""
+        if self._open_args is None:
+            return
+        log.info("tool call %d: arguments broke off; keeping what parsed", self._calls)
+        self.call_args(close_json_prefix("".join(self._open_args)))
+        self.end_call()
+
+    def emit_text(self, kind: str, text: str) -> None:
+        self._block_emitted = True
+        self._emit(kind, text)
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def _run(self, final: bool) -> None:
+        buf, pos = self._buf, 0
+        while True:
+            if self._body is not None:
+                pos, progressed = self._run_body(buf, pos, final)
+            elif self._skipping is not None:
+                pos, progressed = self._skip(buf, pos, final)
+            elif self._closing is not None:
+                pos, progressed = self._close(buf, pos, final)
+            else:
+                pos, progressed = self._scan(buf, pos, final)
+            if not progressed:
+                break
+        self._buf = buf[pos:]
+
+    def _scan(self, buf: str, pos: int, final: bool) -> tuple[int, bool]:
+        n = len(buf)
+        if pos >= n:
+            return pos, False
+        state = self._state
+        if state == CONTENT and self._lead_ok and self._g.leads:
+            j = pos
+            while j < n and buf[j] in _WS:
+                j += 1
+            if j == n:
+                if final:
+                    return n, n > pos
+                return pos, False
+            rest = buf[j:]
+            for t in self._g.leads:
+                if rest.startswith(t.marker):
+                    self._open_block(t, buf[pos:j], "")
+                    return j, True
+                if t.marker.startswith(rest) and not final:
+                    return pos, False
+            self._lead_ok = False
+        table = self._g.table(state)
+        m = table.regex.search(buf, pos) if table.regex is not None else None
+        if m is not None:
+            self._emit(state, buf[pos:m.start()])
+            self._act(m.group(), table.acts[m.group()])
+            return m.end(), True
+        end = n if final else table.hold_from(buf, pos)
+        if end > pos:
+            self._emit(state, buf[pos:end])
+            if not final and state == CONTENT:
+                self._lead_ok = False
+        return end, end > pos
+
+    def _act(self, marker: str, act: tuple[str, Any]) -> None:
+        kind, trigger = act
+        if kind == "open":
+            self._boundary(CONTENT)
+            self._state = REASONING
+        elif kind == "close":
+            self._boundary(REASONING)
+            self._state = CONTENT
+            self._lead_ok = True
+        elif kind == "call":
+            self._open_block(trigger, "", marker)
+
+    def _open_block(self, trigger: Trigger, ws: str, marker: str) -> None:
+        seg = self._seg[self._state]
+        self._block_raw = [seg.pending, ws, marker]
+        seg.pending = ""
+        self._block_prev = self._state
+        self._block_emitted = False
+        self._trigger = trigger
+        self._body = trigger.body(self)
+
+    def _run_body(self, buf: str, pos: int, final: bool) -> tuple[int, bool]:
+        assert self._body is not None and self._trigger is not None
+        new, status = self._body.advance(buf, pos, final)
+        if final and status == MORE and new == pos:  # a body must conclude at end of output
+            status = FAIL
+        if not self._block_emitted:
+            self._block_raw.append(buf[pos:new])
+        if status == MORE:
+            return new, new > pos
+        trigger, body = self._trigger, self._body
+        self._body = None
+        if status == FAIL and not self._block_emitted:
+            log.info("not a valid tool call, kept as text: %r", "".join(self._block_raw)[:200])
+            self._state = self._block_prev
+            self._emit(self._state, "".join(self._block_raw))
+            self._lead_ok = False
+            return new, True
+        if self._open_args is not None:
+            self.abort_call()
+        self._boundary(CONTENT)
+        self._boundary(REASONING)
+        self._state = body.next_state or CONTENT
+        self._lead_ok = self._state == CONTENT
+        if status == FAIL:
+            log.info("tool call block broke off after a call; dropping the rest of the block")
+            self._skipping = trigger.close
+            if self._skipping is None:
+                self._lead_ok = False
+        else:
+            self._closing = trigger.close
+        return new, True
+
+    def _close(self, buf: str, pos: int, final: bool) -> tuple[int, bool]:
+        close, n = self._closing, len(buf)
+        assert close is not None
+        j = pos
+        while j < n and buf[j] in _WS:
+            j += 1
+        rest = buf[j:]
+        if rest.startswith(close):
+            self._closing = None
+            return j + len(close), True
+        if close.startswith(rest) and not final:
+            return pos, False
+        self._closing = None
+        return pos, True
+
+    def _skip(self, buf: str, pos: int, final: bool) -> tuple[int, bool]:
+        close = self._skipping
+        assert close is not None
+        j = buf.find(close, pos)
+        if j >= 0:
+            self._skipping = None
+            return j + len(close), True
+        keep = len(buf) if final else max(pos, len(buf) - len(close) + 1)
+        if final:
+            self._skipping = None
+        return keep, keep > pos or final
+
+    # -- text emission ---------------------------------------------------------------------
+
+    def _emit(self, kind: str, text: str) -> None:
+        if not text:
+            return
+        seg = self._seg[kind]
+        if not seg.started:
+            text = text.lstrip()
+            if not text:
+                return
+            if seg.any:
+                text = "\n" + text
+            seg.started = seg.any = True
+        body = text.rstrip()
+        if body:
+            self._out.append((ContentDelta if kind == CONTENT else ReasoningDelta)(seg.pending + body))
+            seg.pending = text[len(body):]
+        else:
+            seg.pending += text
+
+    def _boundary(self, kind: str) -> None:
+        seg = self._seg[kind]
+        seg.started = False
+        seg.pending = ""
+
+    def _drain(self) -> list[Delta]:
+        out, self._out = self._out, []
+        return merge_deltas(out)
+
+
+# ---- the family interface --------------------------------------------------------------
+
+
+def tool_dicts(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    """Tools in the OpenAI `tools` shape, for prompts that show them as JSON."""
+    out = []
+    for t in tools:
+        fn: dict[str, Any] = {"name": t.name}
+        if t.description:
+            fn["description"] = t.description
+        fn["parameters"] = t.parameters or {"type": "object", "properties": {}}
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+def call_arguments(call: ToolCall) -> dict[str, Any]:
+    """A history call's arguments as an object (they arrive as JSON text, maybe broken)."""
+    try:
+        value = json.loads(call.arguments) if call.arguments else {}
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+class Format:
+    """One tool-call format family. Subclasses set the data and override the renderers."""
+
+    FORMAT_ID: str = ""
+    REASONING: tuple[str, str] | None = None  # (open, close) markers
+    TOOL_RESULT_ROLE: str = "tool"  # role the result of a call goes back in
+    GRAMMAR: Grammar = Grammar()
+
+    def new_parser(self, tools: Sequence[ToolSpec] = (), thinking_open: bool = False,
+                   id_factory: Callable[[], str] = new_call_id, calls: bool = True) -> StreamParser:
+        """A streaming parser; `calls=False` splits reasoning only and leaves call syntax as text."""
+        grammar = self.GRAMMAR if calls else self._no_calls_grammar()
+        return StreamParser(grammar, tools, thinking_open and self.REASONING is not None, id_factory)
+
+    def _no_calls_grammar(self) -> Grammar:
+        cached = self.__dict__.get("_no_calls")
+        if cached is None:
+            cached = self.__dict__["_no_calls"] = dataclasses.replace(self.GRAMMAR, triggers=())
+        return cached
+
+    def parse(self, text: str, tools: Sequence[ToolSpec] = (), thinking_open: bool = False) -> ParsedMessage:
+        """Non-streaming parse: one feed and finish."""
+        p = self.new_parser(tools, thinking_open)
+        return rebuild(p.feed(text) + p.finish())
+
+    def render_tools(self, tools: Sequence[ToolSpec]) -> str:
+        return "\n".join(dumps(t) for t in tool_dicts(tools))
+
+    def render_tool_call(self, call: ToolCall) -> str:
+        return dumps({"name": call.name, "arguments": call_arguments(call)})
+
+    def render_tool_result(self, name: str, call_id: str, content: str) -> str:
+        return content

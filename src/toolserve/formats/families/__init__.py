@@ -1,0 +1,1 @@
+"""One module per tool-call format id; each exposes `FORMAT`, a `Format` instance."""

@@ -1,0 +1,47 @@
+"""DeepSeek V3.1 / V3.2 (non-DSML): `<｜tool▁call▁begin｜>n<｜tool▁sep｜>{...}<｜tool▁call▁end｜>`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...types import ToolCall, ToolSpec
+from ..base import Format, Grammar, Sink, Trigger, call_arguments
+from ..json_bodies import NamedJsonBody
+from ..jsonstream import dumps
+from .deepseek_v3 import (
+    CALL_BEGIN,
+    CALL_END,
+    CALLS_BEGIN,
+    CALLS_END,
+    EOS,
+    OUTPUT_BEGIN,
+    OUTPUT_END,
+    SEP,
+    deepseek_call_syntax,
+    deepseek_tools,
+)
+
+
+def _body(sink: Sink) -> NamedJsonBody:
+    return NamedJsonBody(sink, SEP, lambda h: (h.strip(), None))
+
+
+class DeepseekV31(Format):
+    FORMAT_ID = "deepseek_v31"
+    REASONING = ("<think>", "</think>")
+    GRAMMAR = Grammar(triggers=(Trigger(CALL_BEGIN, _body, close=CALL_END),),
+                      reasoning_open=("<think>",), reasoning_close=("</think>",),
+                      drop=(CALLS_BEGIN, CALLS_END, EOS))
+
+    def render_tools(self, tools: Sequence[ToolSpec]) -> str:
+        example = f'{CALL_BEGIN}function_name{SEP}{{"argument_name": "value"}}{CALL_END}'
+        return deepseek_tools(tools) + deepseek_call_syntax(example)
+
+    def render_tool_call(self, call: ToolCall) -> str:
+        return f"{CALLS_BEGIN}{CALL_BEGIN}{call.name}{SEP}{dumps(call_arguments(call))}{CALL_END}{CALLS_END}"
+
+    def render_tool_result(self, name: str, call_id: str, content: str) -> str:
+        return f"{OUTPUT_BEGIN}{content}{OUTPUT_END}"
+
+
+FORMAT = DeepseekV31()

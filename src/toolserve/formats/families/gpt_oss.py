@@ -1,0 +1,118 @@
+"""gpt-oss (Harmony): channels `analysis` (reasoning), `commentary to=functions.n` (calls), `final`.
+
+`<|channel|>commentary to=functions.n <|constrain|>json<|message|>{...}<|call|>`; the recipient
+may also stand in the role header: `<|start|>assistant to=functions.n<|channel|>commentary…`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ...types import ToolCall, ToolSpec
+from ..base import CONTENT, DONE, FAIL, MORE, REASONING, Format, Grammar, Sink, Trigger, call_arguments
+from ..json_bodies import NamedJsonBody
+from ..jsonstream import dumps
+from ..schema import prop_schema, types_of
+
+MESSAGE = "<|message|>"
+_RECIPIENT = re.compile(r"\bto=([^\s<]+)")
+_CHANNEL = re.compile(r"(?:^|<\|channel\|>)\s*(\w+)")
+_TAG = re.compile(r"<\|(\w+)\|>")
+_HEADER_TAGS = {"channel", "constrain", "message"}
+
+
+def _bad_header(text: str) -> bool:
+    """A header is one short line whose only tags are channel/constrain (message ends it)."""
+    return "\n" in text or any(m.group(1) not in _HEADER_TAGS for m in _TAG.finditer(text))
+
+
+class _Header:
+    """Reads a Harmony header up to `<|message|>` and decides where the message goes."""
+
+    next_state: str | None = None
+
+    def __init__(self, sink: Sink, prefix: str) -> None:
+        self.sink = sink
+        self.prefix = prefix  # "<|channel|>" when the trigger was the channel marker itself
+        self.call: NamedJsonBody | None = None
+
+    def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
+        if self.call is not None:
+            return self.call.advance(buf, pos, final)
+        j = buf.find(MESSAGE, pos, pos + 300)
+        if j < 0:
+            bad = final or len(buf) - pos > 300 or _bad_header(buf[pos:pos + 300])
+            return pos, FAIL if bad else MORE
+        header = self.prefix + buf[pos:j]
+        if _bad_header(header):
+            return pos, FAIL
+        pos = j + len(MESSAGE)
+        recipient = _RECIPIENT.search(header)
+        if recipient is not None:
+            name = recipient.group(1).removeprefix("functions.")
+            if not self.sink.allowed(name):
+                return pos, FAIL
+            self.call = NamedJsonBody(self.sink, "", lambda _: (name, None), suffix="<|call|>")
+            return self.call.advance(buf, pos, final)
+        channel = _CHANNEL.search(header)
+        self.next_state = REASONING if channel is not None and channel.group(1) == "analysis" else CONTENT
+        return pos, DONE
+
+
+def _ts_type(schema: dict[str, Any]) -> str:
+    if "enum" in schema:
+        return " | ".join(dumps(v) for v in schema["enum"])
+    types = sorted(types_of(schema)) or ["any"]
+    out = []
+    for t in types:
+        if t == "object" and schema.get("properties"):
+            inner = ", ".join(f"{k}{'' if k in (schema.get('required') or []) else '?'}: "
+                              f"{_ts_type(prop_schema(schema, k))}" for k in schema["properties"])
+            out.append("{ " + inner + " }")
+        elif t == "array":
+            out.append(_ts_type(schema.get("items") or {}) + "[]")
+        else:
+            out.append({"integer": "number", "object": "object"}.get(t, t))
+    return " | ".join(out)
+
+
+def _ts_function(tool: ToolSpec) -> str:
+    params = tool.parameters or {}
+    lines = [f"// {tool.description}"] if tool.description else []
+    props = params.get("properties") or {}
+    if not props:
+        return "\n".join([*lines, f"type {tool.name} = () => any;"])
+    lines.append(f"type {tool.name} = (_: {{")
+    required = params.get("required") or []
+    for key in props:
+        sub = prop_schema(params, key)
+        if sub.get("description"):
+            lines.append(f"// {sub['description']}")
+        lines.append(f"{key}{'' if key in required else '?'}: {_ts_type(sub)},")
+    lines.append("}) => any;")
+    return "\n".join(lines)
+
+
+class GptOss(Format):
+    FORMAT_ID = "gpt_oss"
+    REASONING = ("<|channel|>analysis<|message|>", "<|end|>")
+    GRAMMAR = Grammar(triggers=(Trigger("<|start|>", lambda s: _Header(s, "")),
+                                Trigger("<|channel|>", lambda s: _Header(s, "<|channel|>"))),
+                      reasoning_close=("<|end|>",), drop=("<|return|>", "<|call|>"))
+
+    def render_tools(self, tools: Sequence[ToolSpec]) -> str:
+        body = "\n\n".join(_ts_function(t) for t in tools)
+        return f"# Tools\n\n## functions\n\nnamespace functions {{\n\n{body}\n\n}} // namespace functions"
+
+    def render_tool_call(self, call: ToolCall) -> str:
+        args = dumps(call_arguments(call))
+        return (f"<|start|>assistant<|channel|>commentary to=functions.{call.name} <|constrain|>json"
+                f"<|message|>{args}<|call|>")
+
+    def render_tool_result(self, name: str, call_id: str, content: str) -> str:
+        return f"<|start|>functions.{name} to=assistant<|channel|>commentary<|message|>{content}<|end|>"
+
+
+FORMAT = GptOss()

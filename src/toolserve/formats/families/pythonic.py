@@ -1,0 +1,39 @@
+"""Pythonic calls at the start of the answer: `[f(a=1, b="x"), g()]` (Llama 3.2/3.3 python_list prompt)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...types import ToolCall, ToolSpec
+from ..base import Format, Grammar, Trigger, call_arguments, tool_dicts
+from ..jsonstream import dumps
+from ..pythonic import PyCallsBody, py_call
+
+PROMPT = (
+    "To use the functions below, reply with nothing but a Python list of calls with keyword arguments "
+    "and literal values, one entry per call:\n"
+    '[function_name(argument_name="text", other_argument=1), other_function()]\n'
+    "Results are returned in an ipython message. When no function is needed, answer in plain text; "
+    "if none of them fits the request, or the request lacks a required argument, say so.\n\n"
+    "Functions (JSON schemas):\n\n"
+)
+
+
+def render_pythonic_tools(tools: Sequence[ToolSpec]) -> str:
+    return PROMPT + dumps([t["function"] for t in tool_dicts(tools)])
+
+
+class Pythonic(Format):
+    FORMAT_ID = "pythonic"
+    TOOL_RESULT_ROLE = "ipython"
+    GRAMMAR = Grammar(triggers=(Trigger("[", PyCallsBody, lead=True),),
+                      drop=("<|eom_id|>", "<|eot_id|>"))
+
+    def render_tools(self, tools: Sequence[ToolSpec]) -> str:
+        return render_pythonic_tools(tools)
+
+    def render_tool_call(self, call: ToolCall) -> str:
+        return "[" + py_call(call.name, call_arguments(call)) + "]"
+
+
+FORMAT = Pythonic()

@@ -1,0 +1,391 @@
+"""Body readers for families whose arguments are not JSON.
+
+- `XmlParamsBody`: `<function=n><parameter=k>raw value</parameter></function>` and its
+  cousins (qwen3_coder, seed_oss, minimax_m2, glm45). Values are raw text typed from the
+  tool's schema; string values stream as they arrive, other types once complete.
+- `KvCallsBody`: `call:n{k:<esc>text<esc>,n:5}` (functiongemma, gemma4).
+
+Both write canonical JSON arguments through `ArgsWriter`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .base import DONE, FAIL, MORE, Sink
+from .jsonstream import dumps, escape_str
+from .schema import coerce, is_plain_string, prop_schema
+
+_WS = " \t\r\n"
+
+
+class ArgsWriter:
+    """Writes `{"k": v, ...}` for the open call, one member at a time."""
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+        self.count = 0
+
+    def key(self, key: str) -> None:
+        self.sink.call_args(("{" if self.count == 0 else ", ") + '"' + escape_str(key) + '": ')
+        self.count += 1
+
+    def member(self, key: str, value: Any) -> None:
+        self.key(key)
+        self.sink.call_args(dumps(value))
+
+    def close(self) -> None:
+        self.sink.call_args("}" if self.count else "{}")
+        self.sink.end_call()
+
+
+def _skip_ws(buf: str, i: int) -> int:
+    n = len(buf)
+    while i < n and buf[i] in _WS:
+        i += 1
+    return i
+
+
+def _partial(buf: str, i: int, markers: tuple[str, ...]) -> bool:
+    rest = buf[i:]
+    return any(m.startswith(rest) for m in markers if m)
+
+
+def _hold_from(buf: str, start: int, marker: str) -> int:
+    """First index >= start from which buf could still begin `marker`."""
+    n = len(buf)
+    for j in range(max(start, n - len(marker) + 1), n):
+        if marker.startswith(buf[j:]):
+            return j
+    return n
+
+
+@dataclass(frozen=True)
+class XmlSyntax:
+    """The spelling of one XML-ish family. A `*_open` is a (prefix, end) pair around a name."""
+
+    func_open: tuple[str, str] = ("<function=", ">")
+    func_close: str | None = "</function>"
+    param_open: tuple[str, str] = ("<parameter=", ">")
+    value_open: str = ""  # glm45: `<arg_value>` after the key
+    param_close: str = "</parameter>"
+    strip_newline: bool = True  # one newline after the open tag and before the close is layout
+    unquote: bool = False  # minimax: name="x"
+    name_stops: tuple[str, ...] = ()  # glm45: the name also ends (unconsumed) at these
+
+
+class XmlParamsBody:
+    next_state: str | None = None
+
+    def __init__(self, sink: Sink, syntax: XmlSyntax) -> None:
+        self.sink = sink
+        self.sx = syntax
+        self.st = "func"
+        self.calls = 0
+        self.writer: ArgsWriter | None = None
+        self.name = ""
+        self.key = ""
+        self.raw: list[str] = []
+        self.streaming = False
+        self.first = True  # nothing of the value seen yet
+        self.held = ""  # a trailing newline that may be layout
+
+    def _name(self, text: str) -> str:
+        text = text.strip()
+        if self.sx.unquote and len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+            text = text[1:-1]
+        return text
+
+    def _read_name(self, buf: str, i: int, end: str, final: bool) -> tuple[int, str | None]:
+        j = buf.find(end, i, i + 256)
+        stop = j + len(end) if j >= 0 else -1
+        for other in self.sx.name_stops:
+            k = buf.find(other, i, i + 256)
+            if k >= 0 and (j < 0 or k < j):
+                j = stop = k
+        if j < 0:
+            if final and self.sx.name_stops and len(buf) - i <= 256:
+                return len(buf), self._name(buf[i:])
+            return i, None
+        return stop, self._name(buf[i:j])
+
+    def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
+        sx, n = self.sx, len(buf)
+        while True:
+            if self.st == "value":
+                pos, status = self._value(buf, pos, final)
+                if status != DONE:
+                    return pos, status
+                self.st = "params"
+                continue
+            i = _skip_ws(buf, pos)
+            if self.st == "func":
+                prefix, end = sx.func_open
+                if buf.startswith(prefix, i):
+                    j, name = self._read_name(buf, i + len(prefix), end, final)
+                    if name is None:
+                        return pos, (FAIL if self.calls == 0 else DONE) if final or n - i > 256 else MORE
+                    if not self.sink.allowed(name):
+                        return pos, FAIL if self.calls == 0 else DONE
+                    self.sink.start_call(name)
+                    self.name, self.writer, self.st, pos = name, ArgsWriter(self.sink), "params", j
+                    continue
+                if not final and _partial(buf, i, (prefix,)):
+                    return pos, MORE
+                return pos, FAIL if self.calls == 0 else DONE
+            # params
+            prefix, end = sx.param_open
+            assert self.writer is not None
+            if buf.startswith(prefix, i):
+                j, key = self._read_name(buf, i + len(prefix), end, final)
+                if key is None:
+                    if final or n - i > 256:
+                        self._end_call()
+                        return pos, DONE
+                    return pos, MORE
+                if sx.value_open:
+                    k = _skip_ws(buf, j)
+                    if not buf.startswith(sx.value_open, k):
+                        if not final and _partial(buf, k, (sx.value_open,)):
+                            return pos, MORE
+                        self._end_call()
+                        return pos, DONE
+                    j = k + len(sx.value_open)
+                self._begin_value(key)
+                pos, self.st = j, "value"
+                continue
+            if sx.func_close and buf.startswith(sx.func_close, i):
+                self._end_call()
+                pos, self.st = i + len(sx.func_close), "func"
+                continue
+            if not final and _partial(buf, i, (prefix, sx.func_close or "")):
+                return pos, MORE
+            self._end_call()  # tolerate a missing closing tag
+            return pos, DONE
+
+    def _end_call(self) -> None:
+        assert self.writer is not None
+        self.writer.close()
+        self.writer = None
+        self.calls += 1
+
+    def _begin_value(self, key: str) -> None:
+        self.key = key
+        self.schema = prop_schema(self.sink.schema(self.name), key)
+        self.streaming = is_plain_string(self.schema)
+        self.raw, self.first, self.held = [], True, ""
+        assert self.writer is not None
+        self.writer.key(key)
+        if self.streaming:
+            self.sink.call_args('"')
+
+    def _text(self, text: str) -> None:
+        if not text:
+            return
+        if self.streaming:
+            self.sink.call_args(escape_str(text))
+        else:
+            self.raw.append(text)
+
+    def _value(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
+        close = self.sx.param_close
+        if self.first:
+            if pos >= len(buf):
+                return (pos, MORE) if not final else self._finish_value(pos)
+            self.first = False
+            if self.sx.strip_newline and buf[pos] == "\n":
+                pos += 1
+        j = buf.find(close, pos)
+        end = j if j >= 0 else (len(buf) if final else _hold_from(buf, pos, close))
+        chunk = buf[pos:end]
+        if chunk:
+            chunk, self.held = self.held + chunk, ""
+            if self.sx.strip_newline and chunk.endswith("\n"):
+                chunk, self.held = chunk[:-1], "\n"
+            self._text(chunk)
+        if j >= 0:
+            return self._finish_value(j + len(close))
+        if final:
+            return self._finish_value(end)
+        return end, MORE
+
+    def _finish_value(self, pos: int) -> tuple[int, int]:
+        if self.streaming:
+            self.sink.call_args('"')
+        else:
+            self.sink.call_args(dumps(coerce("".join(self.raw), self.schema)))
+        return pos, DONE
+
+
+# ---- call:name{k:v} ----------------------------------------------------------------------
+
+
+class KvCallsBody:
+    """`call:n{k:<esc>v<esc>,...}`, several per block; members stream one by one."""
+
+    next_state: str | None = None
+
+    def __init__(self, sink: Sink, esc: str) -> None:
+        self.sink = sink
+        self.esc = esc
+        self.st = "call"
+        self.calls = 0
+        self.name = ""
+        self.writer: ArgsWriter | None = None
+        self.member: list[str] = []
+        self.depth = 0
+        self.in_str = False
+
+    def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
+        n = len(buf)
+        while True:
+            if self.st == "call":
+                i = pos
+                while i < n and buf[i] in _WS + ",":
+                    i += 1
+                if buf.startswith("call:", i):
+                    j = buf.find("{", i + 5, i + 5 + 256)
+                    if j < 0:
+                        if final or n - i > 256:
+                            return pos, FAIL if self.calls == 0 else DONE
+                        return pos, MORE
+                    name = buf[i + 5:j].strip()
+                    if not self.sink.allowed(name):
+                        return pos, FAIL if self.calls == 0 else DONE
+                    self.sink.start_call(name)
+                    self.name, self.writer = name, ArgsWriter(self.sink)
+                    self.st, self.member, self.depth, self.in_str = "args", [], 0, False
+                    pos = j + 1
+                    continue
+                if not final and _partial(buf, i, ("call:",)):
+                    return pos, MORE
+                return pos, FAIL if self.calls == 0 else DONE
+            pos, status = self._args(buf, pos, final)
+            if status != DONE:
+                return pos, status
+
+    def _args(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
+        esc, n, i = self.esc, len(buf), pos
+        while i < n:
+            if self.in_str:
+                j = buf.find(esc, i)
+                if j < 0:
+                    keep = len(buf) if final else _hold_from(buf, i, esc)
+                    self.member.append(buf[i:keep])
+                    i = keep
+                    break
+                self.member.append(buf[i:j + len(esc)])
+                i, self.in_str = j + len(esc), False
+                continue
+            c = buf[i]
+            if buf.startswith(esc, i):
+                self.member.append(esc)
+                i, self.in_str = i + len(esc), True
+                continue
+            if n - i < len(esc) and esc.startswith(buf[i:]) and not final:
+                break
+            if c in "{[":
+                self.depth += 1
+            elif c in "}]" and self.depth:
+                self.depth -= 1
+            elif c in ",}" and self.depth == 0:
+                if not self._emit_member():
+                    self.sink.abort_call()
+                    return i, FAIL
+                if c == "}":
+                    assert self.writer is not None
+                    self.writer.close()
+                    self.calls += 1
+                    self.st = "call"
+                    return i + 1, DONE
+                i += 1
+                continue
+            self.member.append(c)
+            i += 1
+        if final and i >= n:  # cut off: keep the members that parsed
+            self._emit_member()
+            self.sink.abort_call()
+            self.calls += 1
+            self.st = "call"
+            return i, DONE
+        return i, MORE
+
+    def _emit_member(self) -> bool:
+        text = "".join(self.member).strip()
+        self.member = []
+        if not text:
+            return True
+        key, sep, value = text.partition(":")
+        if not sep:
+            return False
+        key = key.strip().strip("\"'")
+        schema = prop_schema(self.sink.schema(self.name), key)
+        try:
+            parsed, end = parse_kv_value(value, _skip_ws(value, 0), self.esc, schema)
+        except (ValueError, IndexError):
+            return False
+        if value[end:].strip():
+            return False
+        assert self.writer is not None
+        self.writer.member(key, parsed)
+        return True
+
+
+def parse_kv_value(s: str, i: int, esc: str, schema: dict[str, Any]) -> tuple[Any, int]:
+    """One value of the `k:v` syntax starting at s[i]; bare words are typed from `schema`."""
+    if s.startswith(esc, i):
+        j = s.index(esc, i + len(esc))
+        return s[i + len(esc):j], j + len(esc)
+    if s[i] in "{[":
+        close = "}" if s[i] == "{" else "]"
+        obj: Any = {} if close == "}" else []
+        i = _skip_ws(s, i + 1)
+        while s[i] != close:
+            if close == "}":
+                colon = s.index(":", i)
+                key = s[i:colon].strip().strip("\"'")
+                val, i = parse_kv_value(s, _skip_ws(s, colon + 1), esc, prop_schema(schema, key))
+                obj[key] = val
+            else:
+                val, i = parse_kv_value(s, i, esc, schema.get("items") or {})
+                obj.append(val)
+            i = _skip_ws(s, i)
+            if s[i] == ",":
+                i = _skip_ws(s, i + 1)
+            elif s[i] != close:
+                raise ValueError(f"expected ',' or {close!r}")
+        return obj, i + 1
+    j = i
+    while j < len(s) and s[j] not in ",}]":
+        j += 1
+    word = s[i:j].strip()
+    if not word:
+        raise ValueError("missing value")
+    if schema and not is_plain_string(schema):
+        return coerce(word, schema), j
+    try:
+        return (json.loads(word) if not schema else word), j
+    except ValueError:
+        return word, j
+
+
+Factory = Callable[[Sink], Any]
+
+
+def kv_value(value: Any, esc: str) -> str:
+    """A JSON value in the `k:v` syntax (strings between `esc` delimiters)."""
+    if isinstance(value, str):
+        return esc + value + esc
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{kv_value(v, esc)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(kv_value(v, esc) for v in value) + "]"
+    return dumps(value)
+
+
+def xml_value(value: Any) -> str:
+    """A value as raw text inside a parameter tag: strings as they are, the rest as JSON."""
+    return value if isinstance(value, str) else dumps(value)

@@ -1,0 +1,304 @@
+"""Body reader for Python call syntax: `[f(a=1, b="x"), g()]` or `f(a=1)` lines.
+
+Arguments are parsed with `ast` (never eval), one argument at a time as soon as its closing
+comma or parenthesis arrives, so arguments stream member by member. Positional arguments are
+mapped onto the tool's parameters in schema order (required first); `shell=True` also
+accepts `f some/path` (gemma3's small models). Bare names are read as strings, and
+`true/false/null` as their JSON values.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import shlex
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from .base import DONE, FAIL, MORE, Sink
+from .markup_bodies import ArgsWriter
+from .schema import coerce, is_plain_string, ordered_params, prop_schema
+
+_IDENT = re.compile(r"[A-Za-z_][\w.\-]*")
+_OUTSIDE = re.compile(r"[()\[\]{},'\"]")
+_IN_SQ = re.compile(r"['\\]")
+_IN_DQ = re.compile(r'["\\]')
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_BARE = {"true": True, "false": False, "null": None, "none": None}
+_WS = " \t\r\n"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, str) and _SURROGATE.search(value):
+        # "\ud83d\ude00" is one character in JSON but two in Python: join the pair
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, (tuple, list, set, frozenset)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, complex):
+        raise ValueError("complex")
+    if isinstance(value, float) and value != value:
+        raise ValueError("nan")
+    return value
+
+
+def py_literal(node: ast.AST) -> Any:
+    """A literal argument value; bare names are strings, true/false/null are JSON's."""
+    if isinstance(node, ast.Name):
+        return _BARE.get(node.id.lower(), node.id)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return _jsonable(node.value)
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return [py_literal(e) for e in node.elts]
+    if isinstance(node, ast.Dict):
+        if any(k is None for k in node.keys):
+            raise ValueError("dict unpacking")
+        return {str(py_literal(k)): py_literal(v) for k, v in zip(node.keys, node.values, strict=False) if k is not None}
+    return _jsonable(ast.literal_eval(node))
+
+
+def parse_argument(text: str) -> tuple[str | None, Any]:
+    """`k=v` -> (k, v); `v` -> (None, v). Raises ValueError/SyntaxError when not a literal."""
+    with warnings.catch_warnings():  # "\i" in a model's string: invalid-escape warnings are noise
+        warnings.simplefilter("ignore")
+        tree = ast.parse("_(" + text + ")", mode="eval")
+    call = tree.body
+    if not isinstance(call, ast.Call) or len(call.args) + len(call.keywords) != 1:
+        raise ValueError("not one argument")
+    if call.keywords:
+        kw = call.keywords[0]
+        if kw.arg is None:
+            raise ValueError("** argument")
+        return kw.arg, py_literal(kw.value)
+    if isinstance(call.args[0], ast.Starred):
+        raise ValueError("* argument")
+    return None, py_literal(call.args[0])
+
+
+class PyCallsBody:
+    next_state: str | None = None
+
+    def __init__(self, sink: Sink, *, bracketed: bool = True, shell: bool = False,
+                 name_map: Callable[[str], str] = lambda s: s) -> None:
+        self.sink = sink
+        self.bracketed, self.shell, self.name_map = bracketed, shell, name_map
+        self.st = "open" if bracketed else "name"
+        self.calls = 0
+        self._reset("")
+
+    def _reset(self, name: str) -> None:
+        self.name = name
+        self.writer: ArgsWriter | None = None
+        self.discard = False
+        self.arg: list[str] = []
+        self.depth = 0
+        self.quote = ""
+        self.npos = 0
+        self.seen: set[str] = set()
+
+    def _stop(self) -> int:
+        return FAIL if self.calls == 0 else DONE
+
+    def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
+        n = len(buf)
+        while True:
+            if self.st == "args":
+                pos, status = self._args(buf, pos, final)
+                if status != DONE:
+                    return pos, status
+                continue
+            if self.st == "shell":
+                pos, status = self._shell(buf, pos, final)
+                if status != DONE:
+                    return pos, status
+                continue
+            i = pos
+            while i < n and (buf[i] in _WS or (self.st == "next" and not self.bracketed and buf[i] == ";")):
+                i += 1
+            if i >= n:
+                if not final:
+                    return pos, MORE
+                return i, DONE if self.st == "next" else self._stop()
+            c = buf[i]
+            if self.st == "open":
+                if c != "[":
+                    return pos, FAIL
+                pos, self.st = i + 1, "name"
+            elif self.st == "next":
+                if self.bracketed and c == ",":
+                    pos, self.st = i + 1, "name"
+                elif self.bracketed and c == "]":
+                    return i + 1, DONE
+                elif not self.bracketed and _IDENT.match(c):
+                    pos, self.st = i, "name"
+                else:
+                    return i, DONE
+            else:  # name
+                m = _IDENT.match(buf, i)
+                if m is None:
+                    return pos, self._stop()
+                j = m.end()
+                k = j
+                while k < n and buf[k] in " \t":
+                    k += 1
+                if k >= n and not final:
+                    return pos, MORE
+                name = self.name_map(m.group())
+                opener = buf[k] if k < n else ""
+                if opener != "(" and not (self.shell and k > j and opener not in "\n`"):
+                    return pos, self._stop()
+                ok = self.sink.allowed(name)
+                if not ok and self.calls == 0:
+                    return pos, FAIL
+                self._reset(name)
+                self.discard = not ok
+                pos, self.st = (k + 1, "args") if opener == "(" else (k, "shell")
+
+    def _args(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
+        n, i = len(buf), pos
+        while i < n:
+            q = self.quote
+            if q:
+                m = (_IN_SQ if q[0] == "'" else _IN_DQ).search(buf, i)
+                if m is None:
+                    self.arg.append(buf[i:])
+                    i = n
+                    break
+                j = m.start()
+                if buf[j] == "\\":
+                    if j + 1 >= n and not final:
+                        self.arg.append(buf[i:j])
+                        return j, MORE
+                    self.arg.append(buf[i:j + 2])
+                    i = j + 2
+                    continue
+                if len(q) == 3 and buf[j:j + 3] != q:
+                    if n - j < 3 and not final:
+                        self.arg.append(buf[i:j])
+                        return j, MORE
+                    self.arg.append(buf[i:j + 1])
+                    i = j + 1
+                    continue
+                self.arg.append(buf[i:j + len(q)])
+                i, self.quote = j + len(q), ""
+                continue
+            m = _OUTSIDE.search(buf, i)
+            if m is None:
+                self.arg.append(buf[i:])
+                i = n
+                break
+            j = m.start()
+            c = buf[j]
+            if c in "'\"":
+                if n - j < 3 and not final:
+                    self.arg.append(buf[i:j])
+                    return j, MORE
+                self.quote = c * 3 if buf[j:j + 3] == c * 3 else c
+                self.arg.append(buf[i:j + len(self.quote)])
+                i = j + len(self.quote)
+                continue
+            if c in "([{":
+                self.depth += 1
+            elif c in ")]}" and self.depth:
+                self.depth -= 1
+            elif c in ",)" and self.depth == 0:
+                self.arg.append(buf[i:j])
+                if not self._emit_arg():
+                    self._abort()
+                    return j, FAIL
+                if c == ")":
+                    self._close()
+                    return j + 1, DONE
+                i = j + 1
+                continue
+            self.arg.append(buf[i:j + 1])
+            i = j + 1
+        if final:
+            self._abort()
+            self.st = "next"
+            return n, DONE if self.calls else FAIL
+        return i, MORE
+
+    def _shell(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
+        """`name some/path --flag`: the rest of the line, split like a shell would."""
+        end = min((k for k in (buf.find("\n", pos), buf.find("`", pos)) if k >= 0), default=-1)
+        if end < 0:
+            if not final:
+                return pos, MORE
+            end = len(buf)
+        try:
+            words = shlex.split(buf[pos:end])
+        except ValueError:
+            words = buf[pos:end].split()
+        for word in words:
+            self._member(None, word)
+        self._close()
+        return end, DONE
+
+    def _emit_arg(self) -> bool:
+        text = "".join(self.arg).strip()
+        self.arg = []
+        if not text:
+            return True
+        try:
+            key, value = parse_argument(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return False
+        self._member(key, value)
+        return True
+
+    def _member(self, key: str | None, value: Any) -> None:
+        params = self.sink.schema(self.name)
+        if key is None:
+            order = [p for p in ordered_params(params) if p not in self.seen]
+            key = order[0] if order else f"arg{self.npos}"
+            self.npos += 1
+        self.seen.add(key)
+        schema = prop_schema(params, key)
+        if isinstance(value, str) and not is_plain_string(schema):
+            value = coerce(value, schema)
+        self._start()
+        if self.writer is not None:
+            self.writer.member(key, value)
+
+    def _start(self) -> None:
+        """The call starts once its first argument (or its closing parenthesis) parsed."""
+        if self.writer is None and not self.discard:
+            self.sink.start_call(self.name)
+            self.writer = ArgsWriter(self.sink)
+
+    def _close(self) -> None:
+        self._start()
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+            self.calls += 1
+        self.st = "next"
+
+    def _abort(self) -> None:
+        if self.writer is not None:
+            self.sink.abort_call()
+            self.writer = None
+            self.calls += 1
+
+
+def py_value(value: Any) -> str:
+    """A JSON value written as a Python literal (for rendering calls back into history)."""
+    if value is True or value is False or value is None:
+        return repr(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, list):
+        return "[" + ", ".join(py_value(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k), ensure_ascii=False)}: {py_value(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value)
+
+
+def py_call(name: str, args: dict[str, Any]) -> str:
+    return f"{name}(" + ", ".join(f"{k}={py_value(v)}" for k, v in args.items()) + ")"

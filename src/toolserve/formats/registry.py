@@ -1,0 +1,100 @@
+"""All format families by id, and `auto` detection from a chat template.
+
+Adding a family = adding a module under `families/` and a line in `_MODULES`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+
+from ..errors import InvalidRequest
+from .base import Format
+
+log = logging.getLogger(__name__)
+
+_MODULES = (
+    "hermes", "llama3_json", "llama3_builtin", "function_tag", "pythonic", "llama4_pythonic",
+    "gemma3_tool_code", "mistral", "mistral_v11", "qwen3_coder", "deepseek_v3", "deepseek_v31",
+    "glm45", "kimi_k2", "minimax_m2", "seed_oss", "gpt_oss", "granite", "command_r",
+    "firefunction", "phi4_mini", "lfm2", "functiongemma", "gemma4", "generic_json",
+)
+
+FORMATS: dict[str, Format] = {
+    name: importlib.import_module(f"{__package__}.families.{name}").FORMAT for name in _MODULES
+}
+
+
+def get_format(format_id: str) -> Format:
+    """The family for `format_id`; InvalidRequest naming the known ids otherwise."""
+    try:
+        return FORMATS[format_id]
+    except KeyError:
+        known = ", ".join(sorted(FORMATS))
+        raise InvalidRequest(f"unknown tool format {format_id!r}; known: {known}", param="tool_format") from None
+
+
+def _deepseek(src: str) -> str:
+    return "deepseek_v3" if "```json" in src or "function<｜tool▁sep｜>" in src else "deepseek_v31"
+
+
+def _llama3(src: str) -> str:
+    if "func_name1(" in src or "[func_name" in src:
+        return "pythonic"
+    if "<function=" in src and "Given the following functions" not in src:
+        return "function_tag"
+    return "llama3_json"
+
+
+# (markers that must all appear, format id or a function of the template), most specific first
+_MARKERS: tuple[tuple[tuple[str, ...], object], ...] = (
+    (("<|channel|>",), "gpt_oss"),
+    (("<|constrain|>",), "gpt_oss"),
+    (("<minimax:tool_call>",), "minimax_m2"),
+    (("<seed:tool_call>",), "seed_oss"),
+    (("<|tool_calls_section_begin|>",), "kimi_k2"),
+    (("<｜tool▁sep｜>",), _deepseek),
+    (("<arg_key>",), "glm45"),
+    (("<function=", "<parameter="), "qwen3_coder"),
+    (("<start_function_call>",), "functiongemma"),
+    (("<|tool_call>",), "gemma4"),
+    (("[ARGS]",), "mistral_v11"),
+    (("[TOOL_CALLS]",), "mistral"),
+    (("<|START_ACTION|>",), "command_r"),
+    (("<|tool_call_start|>",), "lfm2"),
+    (("<|python_start|>",), "llama4_pythonic"),
+    (("functools",), "firefunction"),
+    (("<|tool|>",), "phi4_mini"),
+    (("<|tool_call|>",), "granite"),
+    (("tool_code",), "gemma3_tool_code"),
+    (("<tool_call>",), "hermes"),
+    (("<|python_tag|>",), _llama3),
+    (("Environment: ipython",), _llama3),
+    (("<function=",), "function_tag"),
+    (("[func_name1(",), "pythonic"),
+    (("<|im_start|>",), "hermes"),  # plain ChatML without tool markers: Hermes style works best
+    (("<start_of_turn>",), "gemma3_tool_code"),
+)
+
+_ARCHITECTURES = {
+    "gemma3": "gemma3_tool_code", "gemma3n": "gemma3_tool_code", "gemma4": "gemma4",
+    "llama": "llama3_json", "llama4": "llama4_pythonic", "qwen2": "hermes", "qwen3": "hermes",
+    "qwen3moe": "hermes", "qwen3next": "qwen3_coder", "deepseek2": "deepseek_v3", "deepseek3": "deepseek_v3",
+    "glm4moe": "glm45", "gpt-oss": "gpt_oss", "gpt_oss": "gpt_oss", "granite": "granite",
+    "granitemoe": "granite", "cohere2": "command_r", "command-r": "command_r", "phi3": "phi4_mini",
+    "lfm2": "lfm2", "seed_oss": "seed_oss", "minimax-m2": "minimax_m2", "minimax_m2": "minimax_m2",
+}
+
+
+def detect_format(template_source: str | None, architecture: str | None) -> str:
+    """Format id from the chat template's marker strings, else from the architecture."""
+    src = template_source or ""
+    for markers, result in _MARKERS:
+        if all(m in src for m in markers):
+            picked = result(src) if callable(result) else str(result)
+            log.info("tool format %s picked from chat template marker %r", picked, markers[0])
+            return picked
+    arch = (architecture or "").lower()
+    picked = _ARCHITECTURES.get(arch, "generic_json")
+    log.info("tool format %s picked from architecture %r", picked, architecture)
+    return picked

@@ -1,0 +1,118 @@
+"""Typing untyped argument text from a tool's JSON schema.
+
+Families such as qwen3_coder or glm45 write every parameter value as raw text, and small
+models write positional or shell-style arguments; these helpers give each value the type the
+tool's schema asks for, falling back to the plain string when the text does not fit.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from typing import Any
+
+_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null",
+               list: "array", dict: "object"}
+
+
+def prop_schema(params: dict[str, Any], key: str) -> dict[str, Any]:
+    props = params.get("properties") if isinstance(params, dict) else None
+    sub = props.get(key) if isinstance(props, dict) else None
+    return sub if isinstance(sub, dict) else {}
+
+
+def types_of(schema: dict[str, Any]) -> set[str]:
+    """The JSON types a schema allows (empty set: unknown, treated as string)."""
+    t = schema.get("type")
+    if isinstance(t, str):
+        return {t}
+    if isinstance(t, list):
+        return {x for x in t if isinstance(x, str)}
+    found: set[str] = set()
+    for key in ("anyOf", "oneOf", "allOf"):
+        for sub in schema.get(key) or ():
+            if isinstance(sub, dict):
+                found |= types_of(sub)
+    for value in schema.get("enum") or ([schema["const"]] if "const" in schema else []):
+        found.add(_JSON_TYPES.get(type(value), "string"))
+    if not found and "properties" in schema:
+        found.add("object")
+    if not found and "items" in schema:
+        found.add("array")
+    return found
+
+
+def is_plain_string(schema: dict[str, Any]) -> bool:
+    """True when a raw value is always kept as text (so it can stream as it arrives)."""
+    return types_of(schema) <= {"string"}
+
+
+def _parse_literal(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        pass
+    try:  # Python-style literals: single quotes, True/False/None
+        return ast.literal_eval(raw)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
+        return raw
+
+
+def coerce(raw: str, schema: dict[str, Any]) -> Any:
+    """`raw` typed as the schema asks; the string itself when it does not fit."""
+    types = types_of(schema)
+    if types <= {"string"}:
+        return raw
+    text = raw.strip()
+    low = text.lower()
+    for t in ("null", "boolean", "integer", "number", "object", "array"):
+        if t not in types:
+            continue
+        if t == "null" and low in ("null", "none"):
+            return None
+        if t == "boolean" and low in ("true", "false"):
+            return low == "true"
+        if t == "integer":
+            try:
+                return int(text)
+            except ValueError:
+                try:
+                    f = float(text)
+                except ValueError:
+                    continue
+                if f.is_integer():
+                    return int(f)
+        if t == "number":
+            try:
+                return int(text)
+            except ValueError:
+                pass
+            try:
+                f = float(text)
+            except ValueError:
+                continue
+            if f == f and f not in (float("inf"), float("-inf")):
+                return f
+        if t in ("object", "array"):
+            value = _parse_literal(text)
+            if isinstance(value, dict if t == "object" else list):
+                return value
+    return raw
+
+
+def guess(raw: str) -> Any:
+    """A bare value written without quotes and without a schema: JSON literal or text."""
+    text = raw.strip()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return raw
+    return value
+
+
+def ordered_params(params: dict[str, Any]) -> list[str]:
+    """Parameter names in schema order, required ones first (for positional arguments)."""
+    props = params.get("properties") if isinstance(params, dict) else None
+    names = list(props) if isinstance(props, dict) else []
+    required = [n for n in (params.get("required") or []) if n in names] if names else []
+    return required + [n for n in names if n not in required]

@@ -1,0 +1,155 @@
+"""Chat with tools and reasoning: render the conversation for the model's family, and turn its
+output back into typed deltas (content, reasoning, tool calls), the same way streaming or not."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolserve.formats.base import Format
+from toolserve.formats.template import ChatTemplate
+from toolserve.types import (
+    ContentDelta,
+    Delta,
+    Message,
+    ReasoningDelta,
+    ToolCall,
+    ToolCallArgs,
+    ToolCallStart,
+    ToolSpec,
+)
+
+
+@dataclass(frozen=True)
+class ChatOptions:
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: str = "auto"  # "auto" | "none" | "required" | "function" (a named one)
+    tool_name: str | None = None  # the named function when tool_choice == "function"
+    parallel_tool_calls: bool = True
+    include_reasoning: bool = True
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def calls_allowed(self) -> bool:
+        return bool(self.tools) and self.tool_choice != "none"
+
+
+def _arguments_object(call: ToolCall) -> Any:
+    """History arguments as an object for templates that iterate over them (never a string)."""
+    try:
+        value = json.loads(call.arguments) if call.arguments else {}
+    except json.JSONDecodeError:
+        return call.arguments
+    return value
+
+
+def tool_json(t: ToolSpec) -> dict[str, Any]:
+    fn: dict[str, Any] = {"name": t.name, "description": t.description, "parameters": t.parameters}
+    return {"type": "function", "function": fn}
+
+
+class ChatRenderer:
+    """Turns messages + tools into the dicts and variables the chat template renders."""
+
+    def __init__(self, template: ChatTemplate, fmt: Format):
+        self.template = template
+        self.fmt = fmt
+
+    def render(self, messages: Sequence[Message], opts: ChatOptions) -> str:
+        extra = dict(opts.template_kwargs)
+        tools = opts.tools if opts.tool_choice != "none" else ()
+        if self.template.supports_tools:
+            dicts = [self._native(m) for m in messages]
+            if tools:
+                extra["tools"] = [tool_json(t) for t in tools]
+        else:
+            dicts = self._injected(messages, tools)
+        return self.template.render(dicts, extra=extra)
+
+    def thinking_open(self, prompt: str) -> bool:
+        """The template itself opened the reasoning block at the end of the prompt."""
+        return bool(self.fmt.REASONING) and prompt.rstrip().endswith(self.fmt.REASONING[0])  # type: ignore[index]
+
+    @staticmethod
+    def _native(m: Message) -> dict[str, Any]:
+        d: dict[str, Any] = {"role": m.role, "content": m.content}
+        if m.tool_calls:
+            d["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": _arguments_object(c)}}
+                for c in m.tool_calls
+            ]
+        if m.tool_call_id:
+            d["tool_call_id"] = m.tool_call_id
+        if m.name:
+            d["name"] = m.name
+        if m.reasoning:
+            d["reasoning_content"] = m.reasoning
+        return d
+
+    def _injected(self, messages: Sequence[Message], tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+        """For templates that know no tools: the family's own prompt, calls and results as text."""
+        fmt = self.fmt
+        names = {c.id: c.name for m in messages for c in m.tool_calls}
+        out: list[dict[str, Any]] = []
+        for m in messages:
+            if m.role == "tool":
+                text = fmt.render_tool_result(names.get(m.tool_call_id or "", m.name or ""), m.tool_call_id or "", m.content or "")
+                prev = out[-1] if out else None
+                if prev is not None and prev.get("_tool_result"):
+                    prev["content"] += "\n" + text  # results of parallel calls share one turn
+                else:
+                    out.append({"role": fmt.TOOL_RESULT_ROLE, "content": text, "_tool_result": True})
+                continue
+            content = m.content or ""
+            if m.tool_calls:
+                calls = "\n".join(fmt.render_tool_call(c) for c in m.tool_calls)
+                content = f"{content}\n{calls}" if content else calls
+            out.append({"role": m.role, "content": content})
+        if tools:
+            block = fmt.render_tools(tools)
+            if out and out[0]["role"] in ("system", "developer"):
+                out[0]["content"] = f"{out[0]['content']}\n\n{block}"
+            else:
+                out.insert(0, {"role": "system", "content": block})
+        for d in out:
+            d.pop("_tool_result", None)
+        return out
+
+
+class OutputShaper:
+    """Feeds generated text to the family's parser and applies the request's policy:
+    parallel_tool_calls, include_reasoning. Non-streaming is feed(all) + finish()."""
+
+    def __init__(self, fmt: Format, opts: ChatOptions, *, thinking_open: bool, parse: bool):
+        self._parser = fmt.new_parser(opts.tools, thinking_open, calls=opts.calls_allowed) if parse else None
+        self._single = not opts.parallel_tool_calls
+        self._reasoning = opts.include_reasoning
+        self.calls = 0
+
+    def feed(self, text: str) -> list[Delta]:
+        if self._parser is None:
+            return [ContentDelta(text)] if text else []
+        return self._shape(self._parser.feed(text))
+
+    def finish(self) -> list[Delta]:
+        return self._shape(self._parser.finish()) if self._parser is not None else []
+
+    def _shape(self, deltas: list[Delta]) -> list[Delta]:
+        out: list[Delta] = []
+        for d in deltas:
+            if isinstance(d, ReasoningDelta) and not self._reasoning:
+                continue
+            if isinstance(d, ToolCallStart | ToolCallArgs) and self._single and d.index > 0:
+                continue  # parallel_tool_calls: false returns only the first call
+            if isinstance(d, ToolCallStart):
+                self.calls += 1
+            out.append(d)
+        return out
+
+
+def needs_parser(fmt: Format, template: ChatTemplate, opts: ChatOptions) -> bool:
+    """Parse when calls may come, or when the model can reason (its template opens reasoning)."""
+    reasoning = fmt.REASONING is not None and fmt.REASONING[0] in template.source
+    return opts.calls_allowed or reasoning

@@ -1,0 +1,85 @@
+"""`detect_format`: marker strings in real template snippets, most specific first, then the architecture."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolserve.errors import InvalidRequest
+from toolserve.formats.registry import FORMATS, detect_format, get_format
+
+QWEN3 = ("{%- if tools %}<|im_start|>system\n# Tools\n<tools>{{ tool | tojson }}</tools>\n"
+         "<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>"
+         "{%- endif %}<|im_start|>{{ message.role }}<think>\n\n</think>")
+QWEN3_CODER = ("<|im_start|>system\n<tools><function><name>{{ tool.name }}</name></function></tools>\n"
+               "<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n"
+               "</parameter>\n</function>\n</tool_call>")
+SMOLLM2 = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+           "'<|im_end|>' + '\n'}}{% endfor %}")
+LLAMA31 = ("<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nTools: brave_search, wolfram_alpha\n"
+           "Given the following functions {{ tools }}<|python_tag|>{{ tool_call.function.name }}.call(")
+LLAMA32_PYTHONIC = "{{ system }} [func_name1(params_name1=params_value1, params_name2=params_value2...), func_name2(params)]"
+GEMMA3 = "{{ bos_token }}{% for message in messages %}<start_of_turn>{{ role }}\n{{ message['content'] | trim }}<end_of_turn>"
+MISTRAL_V3 = "[AVAILABLE_TOOLS] {{ tools | tojson }}[/AVAILABLE_TOOLS][TOOL_CALLS] {{ tool_calls | tojson }}"
+MISTRAL_V11 = "[AVAILABLE_TOOLS]{{ tools }}[/AVAILABLE_TOOLS][TOOL_CALLS]{{ name }}[ARGS]{{ arguments }}[THINK]"
+DEEPSEEK_V3 = ("'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + tool['function']['name'] "
+               "+ '\\n' + '```json' + '\\n' + tool['function']['arguments'] + '\\n' + '```' + '<｜tool▁call▁end｜>'")
+DEEPSEEK_V31 = ("'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['function']['name'] + '<｜tool▁sep｜>' + "
+                "tool['function']['arguments'] + '<｜tool▁call▁end｜>'")
+GLM45 = "<tool_call>{{ tc.name }}\n{% for k, v in args %}<arg_key>{{ k }}</arg_key>\n<arg_value>{{ v }}</arg_value>"
+KIMI = "<|tool_calls_section_begin|><|tool_call_begin|>{{ id }}<|tool_call_argument_begin|>"
+MINIMAX = '<minimax:tool_call>\n<invoke name="tool-name-1">'
+SEED = "<seed:think></seed:think><seed:tool_call>\n<function=example_function_name>"
+GPT_OSS = "<|start|>assistant<|channel|>commentary to=functions.{{ name }} <|constrain|>json<|message|>"
+GRANITE = "<|start_of_role|>available_tools<|end_of_role|>{{ tools }}<|tool_call|>"
+COMMAND_R = "<|START_THINKING|><|END_THINKING|><|START_ACTION|>[{{ actions }}]<|END_ACTION|>"
+FIREFUNCTION = "{{ functions }}{{ ' functools' + tool_calls | tojson }}"
+PHI4 = "<|system|>{{ content }}<|tool|>{{ tools }}<|/tool|><|end|>"
+LFM2 = "List of tools: <|tool_list_start|>{{ tools }}<|tool_list_end|><|tool_call_start|>"
+LLAMA4 = "<|header_start|>assistant<|header_end|><|python_start|>{{ calls }}<|python_end|>"
+FUNCTIONGEMMA = "<start_function_declaration>declaration:{{ name }}<end_function_declaration><start_function_call>"
+GEMMA4 = '<|tool>declaration:{{ name }}<tool|><|tool_call>call:{{ name }}{ {{ k }}:<|"|>{{ v }}<|"|> }<tool_call|>'
+FUNCTION_TAG = "<function={{ tool_call.function.name }}>{{ tool_call.function.arguments }}</function>"
+
+CASES = [
+    (QWEN3, None, "hermes"), (QWEN3_CODER, None, "qwen3_coder"), (SMOLLM2, "llama", "hermes"),
+    (LLAMA31, "llama", "llama3_json"), (LLAMA32_PYTHONIC, "llama", "pythonic"), (GEMMA3, "gemma3", "gemma3_tool_code"),
+    (MISTRAL_V3, "llama", "mistral"), (MISTRAL_V11, "llama", "mistral_v11"), (DEEPSEEK_V3, "deepseek2", "deepseek_v3"),
+    (DEEPSEEK_V31, "deepseek2", "deepseek_v31"), (GLM45, "glm4moe", "glm45"), (KIMI, "deepseek2", "kimi_k2"),
+    (MINIMAX, None, "minimax_m2"), (SEED, None, "seed_oss"), (GPT_OSS, "gpt-oss", "gpt_oss"), (GRANITE, None, "granite"),
+    (COMMAND_R, None, "command_r"), (FIREFUNCTION, None, "firefunction"), (PHI4, "phi3", "phi4_mini"),
+    (LFM2, "lfm2", "lfm2"), (LLAMA4, "llama4", "llama4_pythonic"), (FUNCTIONGEMMA, "gemma3", "functiongemma"),
+    (GEMMA4, "gemma4", "gemma4"), (FUNCTION_TAG, "llama", "function_tag"),
+]
+
+
+@pytest.mark.parametrize(("template", "arch", "expected"), CASES, ids=[c[2] + "-" + str(i) for i, c in enumerate(CASES)])
+def test_detect_from_template(template: str, arch: str | None, expected: str) -> None:
+    assert detect_format(template, arch) == expected
+
+
+@pytest.mark.parametrize(("arch", "expected"), [
+    ("gemma3", "gemma3_tool_code"), ("llama", "llama3_json"), ("qwen3", "hermes"), ("gpt-oss", "gpt_oss"),
+    ("unknown-arch", "generic_json"), (None, "generic_json"),
+])
+def test_architecture_fallback(arch: str | None, expected: str) -> None:
+    assert detect_format(None, arch) == expected
+    assert detect_format("{{ messages[0].content }}", arch) == expected
+
+
+def test_every_detected_id_exists() -> None:
+    for template, arch, _ in CASES:
+        assert detect_format(template, arch) in FORMATS
+
+
+def test_get_format() -> None:
+    assert get_format("hermes").FORMAT_ID == "hermes"
+    with pytest.raises(InvalidRequest, match="unknown tool format"):
+        get_format("nope")
+
+
+@pytest.mark.parametrize("fmt_id", sorted(FORMATS))
+def test_format_ids_match_registry(fmt_id: str) -> None:
+    fmt = FORMATS[fmt_id]
+    assert fmt_id == fmt.FORMAT_ID
+    assert fmt.TOOL_RESULT_ROLE in ("tool", "user", "ipython")
+    assert fmt.REASONING is None or len(fmt.REASONING) == 2
