@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "length", "tool_calls"]
@@ -40,6 +41,21 @@ class Message:
     reasoning: str | None = None
 
 
+class TokenConstraint(Protocol):
+    """Restricts which tokens may come next (a grammar); one object per generation."""
+
+    def forbidden(self) -> Any:
+        """A boolean array over the vocabulary (True: may not come next), or None when
+        nothing is restricted at this step."""
+        ...
+
+    def accept(self, token: int) -> None: ...
+
+    def done(self) -> bool:
+        """True when the constrained text is complete and nothing may follow."""
+        ...
+
+
 @dataclass(frozen=True)
 class SamplingParams:
     """Token-level generation settings; the engine applies these and nothing else."""
@@ -55,6 +71,7 @@ class SamplingParams:
     seed: int | None = None
     logit_bias: dict[int, float] = field(default_factory=dict)
     logprobs: int | None = None  # None: off; N >= 0: chosen token plus N alternatives
+    constraint: Callable[[], TokenConstraint] | None = None  # a fresh constraint per generation
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -120,7 +121,8 @@ class ChatRun:
         max_tokens = req.max_completion_tokens or req.max_tokens or info.n_ctx
         logprobs = (req.top_logprobs or 0) if req.logprobs else None
         base = convert.sampling(req, max_tokens=max_tokens, n_vocab=info.n_vocab, logprobs=logprobs)
-        self.params = pipe.fit(self.prompt, base, param="messages")
+        constraint = pipe.constraint(self.prompt_text, self.opts, convert.response_schema(req))
+        self.params = pipe.fit(self.prompt, dataclasses.replace(base, constraint=constraint), param="messages")
         self.stops = convert.stops(req)
         self.pipe, self.req = pipe, req
         self.id = f"chatcmpl-{uuid.uuid4().hex}"

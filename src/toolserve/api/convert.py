@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from toolserve.api.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest, TextPart, _Sampling
 from toolserve.errors import InvalidRequest, Unsupported
@@ -131,12 +132,23 @@ def chat_options(req: ChatCompletionRequest) -> ChatOptions:
     )
 
 
-def check_chat_features(req: ChatCompletionRequest) -> None:
-    """Refuse, clearly, what this build does not do yet rather than ignore it."""
-    if req.response_format is not None and req.response_format.type != "text":
-        raise Unsupported(
-            f"response_format type '{req.response_format.type}' is not supported yet.", param="response_format"
+def response_schema(req: ChatCompletionRequest) -> tuple[str, dict[str, Any] | None] | None:
+    """('json_object', None) or ('json_schema', schema) for a JSON response_format."""
+    rf = req.response_format
+    if rf is None or rf.type == "text":
+        return None
+    if rf.type == "json_object":
+        return "json_object", None
+    schema = (rf.json_schema or {}).get("schema")
+    if not isinstance(schema, dict):
+        raise InvalidRequest(
+            "response_format json_schema needs json_schema.schema (an object).", param="response_format.json_schema"
         )
+    return "json_schema", schema
+
+
+def check_chat_features(req: ChatCompletionRequest) -> None:
+    """Refuse, clearly, what does not fit together."""
     if req.top_logprobs is not None and not req.logprobs:
         raise InvalidRequest("top_logprobs needs logprobs: true.", param="top_logprobs")
 

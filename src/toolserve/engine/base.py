@@ -89,6 +89,10 @@ class Engine(Protocol):
 
     def token_piece(self, token: int) -> bytes: ...
 
+    def grammar_tokenizer(self) -> object:
+        """The vocabulary as the constraint engine wants it (built on demand, can be slow)."""
+        ...
+
     def submit(self, prompt: Sequence[int], params: SamplingParams) -> Generation:
         """Queue a generation; must be called from the event loop thread."""
         ...

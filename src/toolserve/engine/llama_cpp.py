@@ -18,7 +18,7 @@ from llama_cpp import _internals
 from toolserve.engine.base import EngineStats, Generation, ModelInfo
 from toolserve.engine.prompt_cache import CacheEntry, PromptCache, common_prefix
 from toolserve.errors import EngineFailure, ModelLoadError
-from toolserve.types import SamplingParams, TokenEvent, TokenLogprob
+from toolserve.types import SamplingParams, TokenConstraint, TokenEvent, TokenLogprob
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +120,16 @@ class LlamaCppEngine:
 
     def detokenize(self, tokens: Sequence[int]) -> bytes:
         return b"".join(self.token_piece(t) for t in tokens)
+
+    def grammar_tokenizer(self) -> object:
+        """llguidance's view of this vocabulary (for constrain/), with every end-of-generation token."""
+        from llguidance.llamacpp import lltokenizer_from_vocab
+
+        eog = [t for t in range(self._n_vocab) if llama_cpp.llama_vocab_is_eog(self._vocab, t)]
+        try:
+            return lltokenizer_from_vocab(self._vocab, eos_token=eog or None)
+        except (ValueError, RuntimeError) as exc:
+            raise EngineFailure(f"cannot read this model's vocabulary for constrained decoding: {exc}") from exc
 
     # -- generation ---------------------------------------------------------------------------
     def submit(self, prompt: Sequence[int], params: SamplingParams) -> Generation:
@@ -268,11 +278,14 @@ class LlamaCppEngine:
         if not self._prefill(gen, prompt):
             return "stop"
         sampler = self._sampler(params, prompt)
+        constraint = params.constraint() if params.constraint is not None else None
         room = llm.n_ctx() - llm.n_tokens
         max_tokens = min(params.max_tokens, room)
         for produced in range(1, max_tokens + 1):
             if gen.cancelled:
                 return "stop"
+            if constraint is not None and not self._apply_mask(constraint):
+                return "length"  # a dead end: nothing may follow, and the grammar is not complete
             token = sampler.sample(llm._ctx, -1)
             self.stats.generated_tokens += 1
             lp = self._logprob(token, params.logprobs) if params.logprobs is not None else None
@@ -280,7 +293,21 @@ class LlamaCppEngine:
                 gen.push(TokenEvent(token, self.token_piece(token), is_eog=True, logprob=lp))
                 return "stop"
             gen.push(TokenEvent(token, self.token_piece(token), logprob=lp))
+            if constraint is not None:
+                constraint.accept(token)
+                if constraint.done():
+                    return "stop"
             if produced == max_tokens:
                 break
             llm.eval([token])
         return "length"
+
+    def _apply_mask(self, constraint: TokenConstraint) -> bool:
+        """Forbid the tokens the constraint does not allow, in place in llama.cpp's logits."""
+        forbidden = constraint.forbidden()
+        if forbidden is None:
+            return True
+        raw = llama_cpp.llama_get_logits_ith(self._llm._ctx.ctx, -1)
+        logits = np.ctypeslib.as_array(raw, shape=(self._n_vocab,))
+        logits[forbidden] = -np.inf
+        return not bool(forbidden.all())

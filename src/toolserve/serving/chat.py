@@ -4,10 +4,13 @@ output back into typed deltas (content, reasoning, tool calls), the same way str
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from toolserve.constrain.grammars import BUILDERS, call_grammar, generic_auto_grammar, response_format_grammar
+from toolserve.constrain.matcher import Constrainer
+from toolserve.errors import Unsupported
 from toolserve.formats.base import Format
 from toolserve.formats.template import ChatTemplate
 from toolserve.types import (
@@ -15,6 +18,7 @@ from toolserve.types import (
     Delta,
     Message,
     ReasoningDelta,
+    TokenConstraint,
     ToolCall,
     ToolCallArgs,
     ToolCallStart,
@@ -147,6 +151,37 @@ class OutputShaper:
                 self.calls += 1
             out.append(d)
         return out
+
+
+def constraint_for(
+    constrainer: Constrainer,
+    fmt: Format,
+    opts: ChatOptions,
+    *,
+    thinking_open: bool,
+    response_schema: tuple[str, dict[str, Any] | None] | None,
+) -> Callable[[], TokenConstraint] | None:
+    """The token constraint a chat request asks for, compiled (or a 400), or None."""
+    if response_schema is not None:
+        if opts.calls_allowed:
+            raise Unsupported("response_format cannot be combined with tools yet; drop one of them.", param="response_format")
+        kind, schema = response_schema
+        return constrainer.factory(response_format_grammar(kind, schema), param="response_format")
+    if not opts.calls_allowed:
+        return None
+    if opts.tool_choice == "auto":
+        if fmt.FORMAT_ID not in BUILDERS:
+            return None  # unconstrained: the parser still only returns well-formed calls
+        cg = call_grammar(fmt.FORMAT_ID, opts.tools, opts.parallel_tool_calls)
+        if not cg.trigger:  # the whole answer is JSON: a call list or a plain response
+            return constrainer.factory(generic_auto_grammar(opts.tools, opts.parallel_tool_calls), param="tools")
+        return constrainer.factory(cg.body, param="tools", trigger=cg.trigger)
+    tools = [t for t in opts.tools if t.name == opts.tool_name] if opts.tool_choice == "function" else list(opts.tools)
+    parallel = opts.parallel_tool_calls and opts.tool_choice != "function"
+    cg = call_grammar(fmt.FORMAT_ID, tools, parallel)
+    if thinking_open and fmt.REASONING:  # reasoning stays free; the calls start after it closes
+        return constrainer.factory(cg.full(lead_ws=True), param="tools", trigger=fmt.REASONING[1])
+    return constrainer.factory(cg.full(), param="tools")
 
 
 def needs_parser(fmt: Format, template: ChatTemplate, opts: ChatOptions) -> bool:

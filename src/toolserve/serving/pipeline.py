@@ -8,16 +8,18 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from toolserve.constrain.matcher import Constrainer
 from toolserve.engine.base import Engine
 from toolserve.errors import ContextLengthExceeded, InvalidRequest, ModelNotFound
 from toolserve.formats.base import Format
 from toolserve.formats.template import ChatTemplate
-from toolserve.serving.chat import ChatOptions, ChatRenderer, OutputShaper, needs_parser
+from toolserve.serving.chat import ChatOptions, ChatRenderer, OutputShaper, constraint_for, needs_parser
 from toolserve.serving.text import StopMatcher, Utf8Stream
-from toolserve.types import Message, SamplingParams, TokenLogprob, Usage
+from toolserve.types import Message, SamplingParams, TokenConstraint, TokenLogprob, Usage
 
 
 @dataclass
@@ -50,6 +52,7 @@ class Pipeline:
         self.model_id = model_id
         self.fmt = fmt
         self.renderer = ChatRenderer(template, fmt)
+        self.constrainer = Constrainer(engine.grammar_tokenizer, engine.token_piece, engine.info.n_vocab)
         self.created = int(time.time())
         info = engine.info
         digest = hashlib.sha256(f"{info.path}:{info.size_bytes}:{template.source}".encode()).hexdigest()
@@ -65,6 +68,12 @@ class Pipeline:
 
     def render_chat(self, messages: Sequence[Message], opts: ChatOptions | None = None) -> str:
         return self.renderer.render(messages, opts or ChatOptions())
+
+    def constraint(
+        self, prompt_text: str, opts: ChatOptions, response_schema: tuple[str, dict[str, Any] | None] | None
+    ) -> Callable[[], TokenConstraint] | None:
+        thinking = self.renderer.thinking_open(prompt_text)
+        return constraint_for(self.constrainer, self.fmt, opts, thinking_open=thinking, response_schema=response_schema)
 
     def shaper(self, prompt_text: str, opts: ChatOptions) -> OutputShaper:
         """The output side of a chat request: parser for the family, with the request's policy."""

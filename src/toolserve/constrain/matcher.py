@@ -1,0 +1,102 @@
+"""Token constraints from grammars, with llguidance (chosen by measurement: docs/constrained-decoding.md).
+
+`Constrainer` belongs to one model: it holds llguidance's view of the vocabulary and compiles
+a request's grammar once (errors become a 400 before anything is generated). Each generation
+then gets a fresh `GrammarConstraint` (a copy of the compiled matcher).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import llguidance
+import numpy as np
+
+from toolserve.errors import InvalidRequest
+
+log = logging.getLogger(__name__)
+
+
+class GrammarConstraint:
+    """Masks tokens with an llguidance matcher.
+
+    Lazy mode (`trigger` set): the model writes freely until the trigger text appears in its
+    output; from there on the grammar holds (the trigger's tail within the same token is fed
+    to the grammar first).
+    """
+
+    def __init__(self, template: Any, tokenizer: Any, piece: Callable[[int], bytes], n_vocab: int, trigger: str = ""):
+        self._template = template
+        self._tokenizer = tokenizer
+        self._piece = piece
+        self._n_vocab = n_vocab
+        self._trigger = trigger.encode("utf-8")
+        self._tail = b""
+        self._matcher: Any = None if trigger else template.deep_copy()
+        self._bits = np.zeros((n_vocab + 31) // 32, dtype=np.int32)  # one bit per token, reused
+        self.abandoned = False
+
+    def forbidden(self) -> np.ndarray | None:
+        if self._matcher is None:
+            return None
+        self._matcher.unsafe_compute_mask_ptr(self._bits.ctypes.data, self._bits.nbytes)
+        # inverting the packed words first is the cheapest way to a forbidden-token mask
+        return np.unpackbits((~self._bits).view(np.uint8), count=self._n_vocab, bitorder="little").view(np.bool_)
+
+    def accept(self, token: int) -> None:
+        if self.abandoned:
+            return
+        if self._matcher is not None:
+            if not self._matcher.consume_token(token):
+                self._abandon(f"token {token} rejected: {self._matcher.get_error()}")
+            return
+        self._tail += self._piece(token)
+        at = self._tail.find(self._trigger)
+        if at < 0:
+            self._tail = self._tail[-len(self._trigger) :]
+            return
+        self._matcher = self._template.deep_copy()
+        rest = self._tail[at + len(self._trigger) :]
+        if rest and not self._matcher.consume_tokens(self._tokenizer.tokenize_bytes(rest)):
+            self._abandon("text after the trigger does not fit the grammar")
+
+    def done(self) -> bool:
+        return self._matcher is not None and not self.abandoned and bool(self._matcher.is_stopped())
+
+    def _abandon(self, why: str) -> None:
+        # cannot happen while the mask is applied; logged, and the parser treats the text as text
+        log.warning("grammar constraint abandoned: %s", why)
+        self.abandoned = True
+        self._matcher = None
+
+
+class Constrainer:
+    """Compiles grammars for one model's vocabulary."""
+
+    def __init__(self, tokenizer_factory: Callable[[], Any], piece: Callable[[int], bytes], n_vocab: int):
+        self._factory = tokenizer_factory
+        self._tokenizer: Any = None
+        self._piece = piece
+        self._n_vocab = n_vocab
+
+    @property
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:  # ~0.3 s for 49k tokens: built on first use, then kept
+            self._tokenizer = self._factory()
+        return self._tokenizer
+
+    def compile(self, grammar: str, *, param: str) -> Any:
+        """A checked matcher for `grammar`; a grammar or schema llguidance cannot take is a 400."""
+        matcher = llguidance.LLMatcher(self.tokenizer, grammar, log_level=0)
+        if matcher.is_error():
+            raise InvalidRequest(
+                f"cannot build a constraint from this {param}: {matcher.get_error()}", param=param, code="unsupported_schema"
+            )
+        return matcher
+
+    def factory(self, grammar: str, *, param: str, trigger: str = "") -> Callable[[], GrammarConstraint]:
+        template = self.compile(grammar, param=param)
+        tokenizer, piece, n_vocab = self.tokenizer, self._piece, self._n_vocab
+        return lambda: GrammarConstraint(template, tokenizer, piece, n_vocab, trigger)

@@ -1,0 +1,65 @@
+"""Grammar building: schemas moved into one document, Python-call rules, compile errors."""
+
+from __future__ import annotations
+
+import llguidance
+import pytest
+
+from toolserve.constrain.grammars import CallGrammar, call_grammar, call_object_schema, relocate
+from toolserve.errors import Unsupported
+from toolserve.types import ToolSpec
+
+ADDR = {"type": "object", "properties": {"zip": {"type": "string"}}}
+
+
+def test_relocate_rewrites_local_refs() -> None:
+    schema = {"type": "object", "$defs": {"addr": ADDR}, "properties": {"to": {"$ref": "#/$defs/addr"}, "cc": {"items": {"$ref": "#/definitions/addr"}}}}
+    fixed, defs = relocate(schema, "t0")
+    assert "$defs" not in fixed
+    assert fixed["properties"]["to"] == {"$ref": "#/$defs/t0_addr"}
+    assert fixed["properties"]["cc"]["items"] == {"$ref": "#/$defs/t0_addr"}
+    assert defs == {"t0_addr": ADDR}
+
+
+def test_relocate_keeps_recursion_to_the_root() -> None:
+    tree = {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#"}}}}
+    fixed, defs = relocate(tree, "t1")
+    assert fixed["properties"]["kids"]["items"] == {"$ref": "#/$defs/t1_root"}
+    assert defs["t1_root"] == fixed
+
+
+def test_two_tools_with_same_def_names_do_not_clash() -> None:
+    a = ToolSpec("a", parameters={"type": "object", "$defs": {"x": {"type": "string"}}, "properties": {"v": {"$ref": "#/$defs/x"}}})
+    b = ToolSpec("b", parameters={"type": "object", "$defs": {"x": {"type": "integer"}}, "properties": {"v": {"$ref": "#/$defs/x"}}})
+    schema = call_object_schema([a, b])
+    assert set(schema["$defs"]) == {"t0_x", "t1_x"}
+
+
+def test_full_grammar_puts_the_trigger_first() -> None:
+    g = CallGrammar("<x>", 'start: "a"\n')
+    assert g.full() == 'start: "<x>" "a"\n'
+    assert g.full(lead_ws=True).startswith('start: LEAD_WS "<x>" "a"')
+
+
+def test_unknown_family_is_unsupported() -> None:
+    with pytest.raises(Unsupported, match="kimi_k2"):
+        call_grammar("kimi_k2", [ToolSpec("f")], True)
+
+
+def test_python_parameter_names_must_be_identifiers() -> None:
+    with pytest.raises(Unsupported, match="identifier"):
+        call_grammar("gemma3_tool_code", [ToolSpec("f", parameters={"type": "object", "properties": {"a-b": {}}})], True)
+
+
+@pytest.mark.parametrize("family", ["hermes", "gemma3_tool_code", "generic_json", "granite", "firefunction", "phi4_mini"])
+@pytest.mark.parametrize("parallel", [True, False])
+def test_every_builder_compiles(family: str, parallel: bool) -> None:
+    tools = [
+        ToolSpec("get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}),
+        ToolSpec("ping", parameters={"type": "object", "properties": {}}),
+        ToolSpec("opt", parameters={"type": "object", "properties": {"a": {"type": "boolean"}, "b": {"type": "number"}}}),
+    ]
+    g = call_grammar(family, tools, parallel)
+    for grammar in (g.body, g.full(), g.full(lead_ws=True)):
+        err = llguidance.LLMatcher.validate_grammar(grammar)
+        assert not err, err
