@@ -147,7 +147,7 @@ def test_gemma3_round_trip(gemma_server: Any) -> None:
 CASES = list(itertools.product([0, 1, 2, 3, 4], [0.0, 0.8, 1.3], [[WEATHER], [BOOK], [WEATHER, BOOK, REFS]]))
 
 
-@pytest.mark.parametrize(("seed", "temperature", "tools"), CASES[::2] + [CASES[1]])
+@pytest.mark.parametrize(("seed", "temperature", "tools"), [*CASES[::2], CASES[1]])
 def test_required_always_gives_valid_calls(client: OpenAI, model_id: str, seed: int, temperature: float, tools: list) -> None:
     prompt = [{"role": "user", "content": "Please help me with my plans for tomorrow evening."}]
     m = both(client, model=model_id, messages=prompt, tools=tools, tool_choice="required", parallel_tool_calls=False,
