@@ -137,6 +137,10 @@ def test_models_and_health(client, model_id: str, http: httpx.Client) -> None:
     models = client.models.list()
     assert [m.id for m in models.data] == [model_id]
     assert model_id == "SmolLM2-135M-Instruct.Q4_1"
+    card = http.get("/v1/models").json()["data"][0]["toolserve"]
+    assert card["tool_format"] == "hermes"  # plain ChatML template: Hermes style
+    assert card["chat_template"] == "gguf"
+    assert card["template_renders_tools"] is False
     assert http.get("/health").json()["status"] == "ok"
     assert client.models.retrieve(model_id).id == model_id
 

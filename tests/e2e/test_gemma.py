@@ -10,6 +10,7 @@ def test_gemma_uses_the_bundled_template_and_streams_like_non_stream(gemma_serve
     card = httpx.get(f"{gemma_server.url}/v1/models").json()["data"][0]
     assert card["toolserve"]["chat_template"] == "bundled:gemma3"
     assert card["toolserve"]["architecture"] == "gemma3"
+    assert card["toolserve"]["tool_format"] == "gemma3_tool_code"  # picked from the architecture
     client = OpenAI(base_url=f"{gemma_server.url}/v1", api_key="x", max_retries=0)
     kw = {"model": card["id"], "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
           "max_tokens": 16, "temperature": 0.7, "seed": 9}

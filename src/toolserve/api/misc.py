@@ -30,6 +30,8 @@ def model_card(pipe: Any) -> dict[str, Any]:
             "n_ctx_train": info.n_ctx_train,
             "n_vocab": info.n_vocab,
             "chat_template": pipe.template.label,
+            "template_renders_tools": pipe.template.supports_tools,
+            "tool_format": pipe.fmt.FORMAT_ID,
         },
     }
 
