@@ -84,3 +84,31 @@ def test_parallel_false_keeps_only_the_first_call() -> None:
 def test_no_parser_passes_text_through() -> None:
     shaper = OutputShaper(get_format("hermes"), ChatOptions(), thinking_open=False, parse=False)
     assert shaper.feed("  <tool_call> as text  ") == [ContentDelta("  <tool_call> as text  ")]
+
+
+THINKING = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% if enable_thinking is not defined or enable_thinking %}<think>\n{% endif %}{% endif %}"
+
+
+def test_reasoning_opened_by_the_template_is_split_out() -> None:
+    t = ChatTemplate(THINKING)
+    fmt = get_format("hermes")
+    renderer = ChatRenderer(t, fmt)
+    prompt = renderer.render([Message("user", "hi")], ChatOptions())
+    assert renderer.thinking_open(prompt)
+    assert not renderer.thinking_open(renderer.render([Message("user", "hi")], ChatOptions(template_kwargs={"enable_thinking": False})))
+    from toolserve.serving.chat import needs_parser
+
+    assert needs_parser(fmt, t, ChatOptions())
+    for include in (True, False):
+        shaper = OutputShaper(fmt, ChatOptions(include_reasoning=include), thinking_open=True, parse=True)
+        deltas = shaper.feed("Let me think.</think>Hello!") + shaper.finish()
+        text = {type(d).__name__: d.text for d in deltas if hasattr(d, "text")}
+        assert text.get("ContentDelta") == "Hello!"
+        assert text.get("ReasoningDelta") == ("Let me think." if include else None)
+
+
+def test_call_inside_unfinished_reasoning_ends_it() -> None:
+    shaper = OutputShaper(get_format("hermes"), ChatOptions(tools=(WEATHER,)), thinking_open=True, parse=True)
+    deltas = shaper.feed('I should look.<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>') + shaper.finish()
+    assert shaper.calls == 1
+    assert any(type(d).__name__ == "ReasoningDelta" for d in deltas)
