@@ -16,7 +16,7 @@ from toolserve.api.deps import PipelineDep
 from toolserve.api.schemas import ChatCompletionRequest
 from toolserve.api.streaming import sse_response, unless_disconnected
 from toolserve.serving.pipeline import Finish, Pipeline, choice_params
-from toolserve.types import ContentDelta, Delta, ReasoningDelta, TokenLogprob, ToolCallArgs, ToolCallStart, Usage
+from toolserve.types import ContentDelta, Delta, ReasoningDelta, TokenLogprob, ToolCallStart, Usage
 
 router = APIRouter()
 
@@ -61,22 +61,6 @@ def delta_json(d: Delta) -> dict[str, Any]:
         call = {"index": d.index, "id": d.id, "type": "function", "function": {"name": d.name, "arguments": ""}}
         return {"tool_calls": [call]}
     return {"tool_calls": [{"index": d.index, "function": {"arguments": d.fragment}}]}
-
-
-def merge(deltas: list[Delta]) -> list[Delta]:
-    """Join neighbouring deltas of the same kind, so a piece becomes as few chunks as it can."""
-    out: list[Delta] = []
-    for d in deltas:
-        last = out[-1] if out else None
-        if isinstance(d, ContentDelta) and isinstance(last, ContentDelta):
-            out[-1] = ContentDelta(last.text + d.text)
-        elif isinstance(d, ReasoningDelta) and isinstance(last, ReasoningDelta):
-            out[-1] = ReasoningDelta(last.text + d.text)
-        elif isinstance(d, ToolCallArgs) and isinstance(last, ToolCallArgs) and last.index == d.index:
-            out[-1] = ToolCallArgs(d.index, last.fragment + d.fragment)
-        else:
-            out.append(d)
-    return out
 
 
 class Message:
@@ -149,14 +133,14 @@ class ChatRun:
             if isinstance(item, Finish):
                 tail = shaper.finish()
                 if tail or pending:
-                    yield merge(tail), pending, None
+                    yield tail, pending, None
                 reason = "tool_calls" if shaper.calls else item.finish_reason
                 yield [], [], Finish(reason, item.usage)
                 return
             pending.extend(item.logprobs)
             deltas = shaper.feed(item.text)
             if deltas:
-                yield merge(deltas), pending, None
+                yield deltas, pending, None
                 pending = []
 
     async def stream(self) -> AsyncIterator[dict[str, Any]]:

@@ -11,7 +11,7 @@ from typing import Any
 from toolserve.constrain.grammars import BUILDERS, call_grammar, generic_auto_grammar, response_format_grammar
 from toolserve.constrain.matcher import Constrainer
 from toolserve.errors import Unsupported
-from toolserve.formats.base import Format
+from toolserve.formats.base import Format, merge_deltas
 from toolserve.formats.template import ChatTemplate
 from toolserve.types import (
     ContentDelta,
@@ -150,7 +150,7 @@ class OutputShaper:
             if isinstance(d, ToolCallStart):
                 self.calls += 1
             out.append(d)
-        return out
+        return merge_deltas(out)  # a piece becomes as few chunks as it can
 
 
 def constraint_for(
