@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     _model_flags(serve)
     serve.add_argument("--host", default=env_default("host", ServerConfig.host))
     serve.add_argument("--port", type=int, default=env_default("port", ServerConfig.port))
+    serve.add_argument("--api-key", default=env_default("api_key", ServerConfig.api_key), help="require 'Authorization: Bearer KEY' on /v1 routes")
+    serve.add_argument("--cors-origins", default=env_default("cors_origins", ServerConfig.cors_origins), help="comma-separated allowed browser origins (default: localhost pages only)")
+    serve.add_argument("--max-body-mb", type=int, default=env_default("max_body_mb", ServerConfig.max_body_mb), help="largest request body accepted")
     chat = sub.add_parser("chat", help="chat with the model in the terminal")
     _model_flags(chat)
     chat.add_argument("--system", default=None, help="system prompt")
@@ -84,11 +87,18 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from toolserve.api.app import create_app
+    from toolserve.api.guard import GuardSettings, is_loopback
     from toolserve.serving.loader import load_pipeline
 
     sock = _bind(args.host, args.port)  # before loading: a busy port fails fast
     pipeline = load_pipeline(_model_config(args))
-    app = create_app(pipeline)
+    guard = GuardSettings(
+        api_key=args.api_key or None,
+        max_body_bytes=args.max_body_mb * 1024 * 1024,
+        loopback_only=is_loopback(args.host),
+    )
+    origins = [o.strip() for o in (args.cors_origins or "").split(",") if o.strip()]
+    app = create_app(pipeline, guard, origins)
     config = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=10)
     print(f"toolserve: serving {pipeline.model_id} on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
     try:

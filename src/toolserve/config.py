@@ -26,6 +26,9 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 8000
     log_level: str = "info"
+    api_key: str | None = None  # also TOOLSERVE_API_KEY
+    cors_origins: str | None = None  # comma-separated; None: localhost pages only
+    max_body_mb: int = 8
 
 
 def env_default(name: str, default: object) -> object:

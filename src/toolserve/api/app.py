@@ -2,19 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 
 from toolserve import __version__
 from toolserve.api import chat, completions, misc
 from toolserve.api.errors import install_error_handlers
+from toolserve.api.guard import Guard, GuardSettings
 from toolserve.serving.pipeline import Pipeline
 
+LOCAL_ORIGINS = r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$"
 
-def create_app(pipeline: Pipeline) -> FastAPI:
+
+def create_app(
+    pipeline: Pipeline, guard: GuardSettings | None = None, cors_origins: Sequence[str] | None = None
+) -> FastAPI:
     """Build the HTTP app around a loaded pipeline (no globals: tests pass their own)."""
     app = FastAPI(title="toolserve", version=__version__)
     app.state.pipeline = pipeline
     install_error_handlers(app)
     for module in (chat, completions, misc):
         app.include_router(module.router)
+    if cors_origins:
+        app.add_middleware(
+            CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["*"], allow_headers=["*"]
+        )
+    else:  # default: pages served from this machine only
+        app.add_middleware(
+            CORSMiddleware, allow_origin_regex=LOCAL_ORIGINS, allow_methods=["*"], allow_headers=["*"]
+        )
+    app.add_middleware(Guard, settings=guard or GuardSettings())
     return app

@@ -1,0 +1,141 @@
+"""Who may talk to the server and how much they may send: API key, Host check, body cap,
+request ids. One pure ASGI middleware, so streaming responses pass through untouched."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from toolserve.api.errors import error_body
+
+log = logging.getLogger("toolserve.access")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+
+
+def is_loopback(host: str) -> bool:
+    name = host.strip("[]").lower()
+    if name in LOOPBACK_NAMES or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def host_of(header: str) -> str:
+    """The host part of a Host header ('[::1]:8000' -> '::1', 'a:80' -> 'a')."""
+    if header.startswith("["):
+        return header[1 : header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+@dataclass(frozen=True)
+class GuardSettings:
+    api_key: str | None = None
+    max_body_bytes: int = 8 * 1024 * 1024
+    loopback_only: bool = True  # bound to loopback: refuse other Host names (DNS rebinding)
+
+
+class Guard:
+    def __init__(self, app: ASGIApp, settings: GuardSettings):
+        self.app = app
+        self.settings = settings
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = f"req_{uuid.uuid4().hex[:16]}"
+        started = time.perf_counter()
+        status = 0
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+
+        overflow = [False]  # set once the body passes the cap
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message.setdefault("headers", [])
+                message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
+            await send(message)
+
+        async def send_unless_overflow(message: Message) -> None:
+            if overflow[0]:  # the app saw a cut-off body: answer 413 in its place
+                if message["type"] == "http.response.start":
+                    await self._reply(send_with_id, 413, self._too_large())
+                return
+            await send_with_id(message)
+
+        try:
+            refusal = self._refusal(scope, headers)
+            if refusal is not None:
+                await self._reply(send_with_id, *refusal)
+                return
+            await self.app(scope, self._capped(receive, overflow), send_unless_overflow)
+        finally:
+            log.info(
+                "%s %s %s %d %.1f ms", request_id, scope.get("method"), scope.get("path"), status,
+                (time.perf_counter() - started) * 1000,
+            )
+
+    def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, dict[str, Any]] | None:
+        s = self.settings
+        if s.loopback_only and not is_loopback(host_of(headers.get("host", "localhost"))):
+            msg = "Host header names a non-loopback host; this server only answers to localhost."
+            return 403, error_body(msg, "permission_error", None, "host_not_allowed")
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > s.max_body_bytes:
+            return 413, self._too_large()
+        if s.api_key and scope.get("path", "").startswith("/v1") and scope.get("method") != "OPTIONS":
+            given = headers.get("authorization", "")
+            token = given[7:] if given.lower().startswith("bearer ") else ""
+            if not hmac.compare_digest(token.encode(), s.api_key.encode()):
+                msg = "Incorrect or missing API key: send 'Authorization: Bearer <key>'."
+                return 401, error_body(msg, "invalid_request_error", None, "invalid_api_key")
+        return None
+
+    def _too_large(self) -> dict[str, Any]:
+        msg = f"Request body is larger than the limit of {self.settings.max_body_bytes} bytes."
+        return error_body(msg, "invalid_request_error", None, "request_too_large")
+
+    def _capped(self, receive: Receive, overflow: list[bool]) -> Receive:
+        """Count body bytes as they arrive (a chunked body has no Content-Length to check); past
+        the cap the app gets an ended, empty body and its answer is replaced by a 413."""
+        seen = 0
+        cap = self.settings.max_body_bytes
+
+        async def wrapped() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > cap:
+                    overflow[0] = True
+                    return {"type": "http.request", "body": b"", "more_body": False}
+            return message
+
+        return wrapped
+
+    @staticmethod
+    async def _reply(send: Send, status: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
+        if status == 401:
+            headers.append((b"www-authenticate", b"Bearer"))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": data})
