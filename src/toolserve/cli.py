@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from toolserve import __version__
 from toolserve.config import KV_TYPE_NAMES, ModelConfig, ServerConfig, env_default
 from toolserve.errors import ToolserveError
-from toolserve.serving.pipeline import Finish, Pipeline
+from toolserve.serving.pipeline import Finish, Limits, Pipeline
 from toolserve.types import Message, SamplingParams
 
 
@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=env_default("port", ServerConfig.port))
     serve.add_argument("--api-key", default=env_default("api_key", ServerConfig.api_key), help="require 'Authorization: Bearer KEY' on /v1 routes")
     serve.add_argument("--cors-origins", default=env_default("cors_origins", ServerConfig.cors_origins), help="comma-separated allowed browser origins (default: localhost pages only)")
+    serve.add_argument("--max-queue", type=int, default=env_default("max_queue", Limits.max_queue), help="requests that may wait behind the running one; more get 429")
+    serve.add_argument("--request-timeout", type=float, default=env_default("request_timeout", 0.0), help="seconds a request may take in all (0: no limit)")
+    serve.add_argument("--shutdown-grace", type=float, default=env_default("shutdown_grace", ServerConfig.shutdown_grace), help="seconds in-flight requests get to finish on SIGTERM/SIGINT")
     serve.add_argument("--max-body-mb", type=int, default=env_default("max_body_mb", ServerConfig.max_body_mb), help="largest request body accepted")
     chat = sub.add_parser("chat", help="chat with the model in the terminal")
     _model_flags(chat)
@@ -91,7 +94,8 @@ def _serve(args: argparse.Namespace) -> int:
     from toolserve.serving.loader import load_pipeline
 
     sock = _bind(args.host, args.port)  # before loading: a busy port fails fast
-    pipeline = load_pipeline(_model_config(args))
+    limits = Limits(max_queue=args.max_queue, request_timeout=args.request_timeout or None)
+    pipeline = load_pipeline(_model_config(args), limits)
     guard = GuardSettings(
         api_key=args.api_key or None,
         max_body_bytes=args.max_body_mb * 1024 * 1024,
@@ -99,10 +103,20 @@ def _serve(args: argparse.Namespace) -> int:
     )
     origins = [o.strip() for o in (args.cors_origins or "").split(",") if o.strip()]
     app = create_app(pipeline, guard, origins)
-    config = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=10)
+    grace = args.shutdown_grace
+    # uvicorn waits for open connections up to its own timeout; ours aborts generations first,
+    # so every stream still gets a final error event before the connection closes
+    config = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=int(grace) + 5)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: object) -> None:
+            if not self.should_exit:
+                pipeline.drain(grace)
+            super().handle_exit(sig, frame)  # type: ignore[arg-type]
+
     print(f"toolserve: serving {pipeline.model_id} on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
     try:
-        uvicorn.Server(config).run(sockets=[sock])
+        Server(config).run(sockets=[sock])
     finally:
         pipeline.engine.close()
     return 0

@@ -29,6 +29,7 @@ class ServerConfig:
     api_key: str | None = None  # also TOOLSERVE_API_KEY
     cors_origins: str | None = None  # comma-separated; None: localhost pages only
     max_body_mb: int = 8
+    shutdown_grace: float = 10.0
 
 
 def env_default(name: str, default: object) -> object:

@@ -9,6 +9,7 @@ class ToolserveError(Exception):
     status = 500
     type = "server_error"
     code: str | None = None
+    headers: dict[str, str] | None = None
 
     def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
         super().__init__(message)
@@ -55,6 +56,22 @@ class Overloaded(ToolserveError):
     status = 429
     type = "rate_limit_error"
     code = "overloaded"
+
+    def __init__(self, message: str, *, retry_after: int = 1):
+        super().__init__(message)
+        self.headers = {"Retry-After": str(retry_after)}
+
+
+class ShuttingDown(ToolserveError):
+    status = 503
+    type = "server_error"
+    code = "shutting_down"
+
+
+class RequestTimeout(ToolserveError):
+    status = 504
+    type = "server_error"
+    code = "request_timeout"
 
 
 class EngineFailure(ToolserveError):

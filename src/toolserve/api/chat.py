@@ -111,6 +111,7 @@ class ChatRun:
         self.pipe, self.req = pipe, req
         self.id = f"chatcmpl-{uuid.uuid4().hex}"
         self.created = int(time.time())
+        self.ticket = pipe.admit()  # last: a refused or invalid request holds no place
 
     def chunk(self, choices: list[dict[str, Any]], usage: Usage | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -144,6 +145,13 @@ class ChatRun:
                 pending = []
 
     async def stream(self) -> AsyncIterator[dict[str, Any]]:
+        try:
+            async for chunk in self._stream():
+                yield chunk
+        finally:
+            self.ticket.release()
+
+    async def _stream(self) -> AsyncIterator[dict[str, Any]]:
         total: Usage | None = None
         include_usage = bool(self.req.stream_options and self.req.stream_options.include_usage)
         for i in range(self.req.n):
@@ -162,6 +170,12 @@ class ChatRun:
             yield self.chunk([], total)
 
     async def complete(self) -> dict[str, Any]:
+        try:
+            return await self._complete()
+        finally:
+            self.ticket.release()
+
+    async def _complete(self) -> dict[str, Any]:
         choices = []
         total: Usage | None = None
         for i in range(self.req.n):
@@ -183,5 +197,5 @@ class ChatRun:
 async def chat_completions(req: ChatCompletionRequest, request: Request, pipe: PipelineDep) -> Response:
     run = ChatRun(pipe, req)
     if req.stream:
-        return sse_response(run.stream())
+        return sse_response(run.stream(), on_close=run.ticket.release)
     return JSONResponse(await unless_disconnected(request, run.complete()))

@@ -77,6 +77,7 @@ class CompletionRun:
         self.pipe, self.req = pipe, req
         self.id = f"cmpl-{uuid.uuid4().hex}"
         self.created = int(time.time())
+        self.ticket = pipe.admit()  # last: a refused or invalid request holds no place
 
     def body(self, choices: list[dict[str, Any]], usage: Usage | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -106,6 +107,13 @@ class CompletionRun:
                         yield index, item.text, item.logprobs, None, None
 
     async def stream(self) -> AsyncIterator[dict[str, Any]]:
+        try:
+            async for chunk in self._stream():
+                yield chunk
+        finally:
+            self.ticket.release()
+
+    async def _stream(self) -> AsyncIterator[dict[str, Any]]:
         total: Usage | None = None
         include_usage = bool(self.req.stream_options and self.req.stream_options.include_usage)
         offsets: dict[int, LogprobText] = {}
@@ -120,6 +128,12 @@ class CompletionRun:
             yield self.body([], total)
 
     async def complete(self) -> dict[str, Any]:
+        try:
+            return await self._complete()
+        finally:
+            self.ticket.release()
+
+    async def _complete(self) -> dict[str, Any]:
         texts: dict[int, list[str]] = {}
         lps: dict[int, list[TokenLogprob]] = {}
         finishes: dict[int, str] = {}
@@ -144,5 +158,5 @@ class CompletionRun:
 async def completions(req: CompletionRequest, request: Request, pipe: PipelineDep) -> Response:
     run = CompletionRun(pipe, req)
     if req.stream:
-        return sse_response(run.stream())
+        return sse_response(run.stream(), on_close=run.ticket.release)
     return JSONResponse(await unless_disconnected(request, run.complete()))

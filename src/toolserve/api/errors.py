@@ -65,7 +65,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _ours(_: Request, exc: ToolserveError) -> JSONResponse:
         if exc.status >= 500:
             log.error("%s: %s", type(exc).__name__, exc.message)
-        return JSONResponse(error_of(exc), exc.status)
+        return JSONResponse(error_of(exc), exc.status, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:

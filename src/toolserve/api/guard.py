@@ -51,9 +51,10 @@ class GuardSettings:
 
 
 class Guard:
-    def __init__(self, app: ASGIApp, settings: GuardSettings):
+    def __init__(self, app: ASGIApp, settings: GuardSettings, on_response: Callable[[str, int], None] | None = None):
         self.app = app
         self.settings = settings
+        self.on_response = on_response
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -88,6 +89,8 @@ class Guard:
                 return
             await self.app(scope, self._capped(receive, overflow), send_unless_overflow)
         finally:
+            if self.on_response is not None:
+                self.on_response(scope.get("path", ""), status)
             log.info(
                 "%s %s %s %d %.1f ms", request_id, scope.get("method"), scope.get("path"), status,
                 (time.perf_counter() - started) * 1000,

@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field
 MAX_STOPS = 16
 MAX_N = 16
 MAX_TOOLS = 128
+MAX_MESSAGES = 2048
+MAX_TOP_LOGPROBS = 20
 
 
 class _Model(BaseModel):
@@ -109,10 +111,10 @@ class _Sampling(_Model):
 
 
 class ChatCompletionRequest(_Sampling):
-    messages: Annotated[list[ChatMessage], Field(min_length=1)]
+    messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
     max_completion_tokens: int | None = Field(default=None, ge=1)
     logprobs: bool = False
-    top_logprobs: int | None = Field(default=None, ge=0, le=20)
+    top_logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
     response_format: ResponseFormat | None = None
     tools: Annotated[list[ToolDef], Field(max_length=MAX_TOOLS)] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
@@ -132,7 +134,7 @@ PromptInput = (
 class CompletionRequest(_Sampling):
     prompt: PromptInput
     max_tokens: int | None = Field(default=16, ge=1)
-    logprobs: int | None = Field(default=None, ge=0, le=20)
+    logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
     echo: bool = False
     suffix: str | None = None
     best_of: int | None = Field(default=None, ge=1)

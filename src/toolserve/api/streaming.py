@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
+from starlette.background import BackgroundTask
 
 from toolserve.api.errors import error_body, error_of
 from toolserve.errors import ToolserveError
@@ -22,8 +23,9 @@ def sse(obj: dict[str, Any]) -> str:
     return f"data: {json.dumps(obj, ensure_ascii=False, separators=(',', ':'))}\n\n"
 
 
-def sse_response(chunks: AsyncIterator[dict[str, Any]]) -> StreamingResponse:
-    """Frame chunks as SSE, end with [DONE]; a failure mid-stream becomes an error event."""
+def sse_response(chunks: AsyncIterator[dict[str, Any]], on_close: Callable[[], None] | None = None) -> StreamingResponse:
+    """Frame chunks as SSE, end with [DONE]; a failure mid-stream becomes an error event.
+    `on_close` runs once the response is over, even if the client left before it began."""
 
     async def body() -> AsyncIterator[str]:
         try:
@@ -39,7 +41,8 @@ def sse_response(chunks: AsyncIterator[dict[str, Any]]) -> StreamingResponse:
         yield "data: [DONE]\n\n"
 
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(body(), media_type="text/event-stream", headers=headers)
+    background = BackgroundTask(on_close) if on_close is not None else None
+    return StreamingResponse(body(), media_type="text/event-stream", headers=headers, background=background)
 
 
 async def unless_disconnected(request: Request, work: Awaitable[T], poll: float = 0.2) -> T:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -30,10 +30,17 @@ class EngineStats:
     """Counters the engine keeps; read without locking (ints are updated atomically)."""
 
     requests: int = 0
+    submitted: int = 0  # counted on the event loop
+    finished: int = 0  # counted on the engine thread
     prompt_tokens: int = 0
     cached_tokens: int = 0
     generated_tokens: int = 0
     busy: bool = False
+
+    @property
+    def pending(self) -> int:
+        """Generations submitted and not finished: the one running plus those queued."""
+        return self.submitted - self.finished
 
 
 class Generation:
@@ -67,9 +74,14 @@ class Generation:
         self._loop.call_soon_threadsafe(self._queue.put_nowait, error)
 
     # -- consumer side (event loop) ------------------------------------------------------
-    async def events(self) -> AsyncIterator[TokenEvent]:
+    async def events(self, deadline: Callable[[], float | None] = lambda: None) -> AsyncIterator[TokenEvent]:
+        """Token events until the end; TimeoutError once `deadline()` (loop time) has passed."""
         while True:
-            item = await self._queue.get()
+            limit = deadline()
+            if limit is None:
+                item = await self._queue.get()
+            else:
+                item = await asyncio.wait_for(self._queue.get(), max(0.0, limit - self._loop.time()))
             if item is None:
                 return
             if isinstance(item, BaseException):

@@ -134,6 +134,7 @@ class LlamaCppEngine:
     # -- generation ---------------------------------------------------------------------------
     def submit(self, prompt: Sequence[int], params: SamplingParams) -> Generation:
         gen = Generation(asyncio.get_running_loop(), len(prompt))
+        self.stats.submitted += 1
         self._jobs.put((gen, list(prompt), params))
         return gen
 
@@ -150,7 +151,8 @@ class LlamaCppEngine:
             if job is None:
                 return
             gen, prompt, params = job
-            if gen.cancelled:
+            if gen.cancelled:  # its client left while it waited: it never reaches the engine
+                self.stats.finished += 1
                 gen.close("stop")
                 continue
             self.stats.busy = True
@@ -163,6 +165,7 @@ class LlamaCppEngine:
                 gen.close(error=EngineFailure(f"generation failed: {exc}"))
             finally:
                 self.stats.busy = False
+                self.stats.finished += 1
 
     def _prefill(self, gen: Generation, prompt: list[int]) -> bool:
         """Evaluate the prompt, reusing the longest usable prefix of the live context or a snapshot."""

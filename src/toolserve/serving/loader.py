@@ -12,12 +12,12 @@ from toolserve.errors import ModelLoadError
 from toolserve.formats.registry import detect_format, get_format
 from toolserve.formats.template import ChatTemplate, choose_template
 from toolserve.modelfile import resolve_model
-from toolserve.serving.pipeline import Pipeline
+from toolserve.serving.pipeline import Limits, Pipeline
 
 log = logging.getLogger(__name__)
 
 
-def load_pipeline(cfg: ModelConfig) -> Pipeline:
+def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
     path = resolve_model(cfg.model)
     override = None
     if cfg.chat_template:
@@ -45,4 +45,4 @@ def load_pipeline(cfg: ModelConfig) -> Pipeline:
         "loaded %s in %.2f s: architecture %s, context %d, chat template %s, tool format %s",
         model_id, time.perf_counter() - started, info.architecture, info.n_ctx, label, fmt_id,
     )
-    return Pipeline(engine, template, model_id, fmt)
+    return Pipeline(engine, template, model_id, fmt, limits)

@@ -5,6 +5,7 @@ render prompt -> tokens -> engine -> UTF-8 safe text -> stop strings -> pieces o
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import hashlib
 import time
@@ -14,7 +15,14 @@ from typing import Any
 
 from toolserve.constrain.matcher import Constrainer
 from toolserve.engine.base import Engine
-from toolserve.errors import ContextLengthExceeded, InvalidRequest, ModelNotFound
+from toolserve.errors import (
+    ContextLengthExceeded,
+    InvalidRequest,
+    ModelNotFound,
+    Overloaded,
+    RequestTimeout,
+    ShuttingDown,
+)
 from toolserve.formats.base import Format
 from toolserve.formats.template import ChatTemplate
 from toolserve.serving.chat import ChatOptions, ChatRenderer, OutputShaper, constraint_for, needs_parser
@@ -34,6 +42,26 @@ class Piece:
 class Finish:
     finish_reason: str
     usage: Usage
+    ttft: float | None = None  # seconds from submission to the first token
+    decode_time: float = 0.0  # seconds from the first token to the last
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Named caps of the serving pipeline (CLI flags of `toolserve serve`)."""
+
+    max_queue: int = 16  # generations allowed to wait behind the running one; then 429
+    request_timeout: float | None = None  # seconds a request may take in all; None: no limit
+
+
+class Ticket:
+    def __init__(self, pipe: Pipeline):
+        self._pipe: Pipeline | None = pipe
+
+    def release(self) -> None:
+        if self._pipe is not None:
+            self._pipe.in_flight -= 1
+            self._pipe = None
 
 
 def choice_params(params: SamplingParams, index: int) -> SamplingParams:
@@ -46,8 +74,12 @@ def choice_params(params: SamplingParams, index: int) -> SamplingParams:
 class Pipeline:
     """One loaded model with its template, serving requests."""
 
-    def __init__(self, engine: Engine, template: ChatTemplate, model_id: str, fmt: Format):
+    def __init__(self, engine: Engine, template: ChatTemplate, model_id: str, fmt: Format, limits: Limits | None = None):
         self.engine = engine
+        self.limits = limits or Limits()
+        self.observers: list[Callable[[Finish], None]] = []  # e.g. metrics
+        self._abort_at: float | None = None  # set by drain(): in-flight work ends by then
+        self.in_flight = 0  # admitted requests not yet over
         self.template = template
         self.model_id = model_id
         self.fmt = fmt
@@ -57,6 +89,25 @@ class Pipeline:
         info = engine.info
         digest = hashlib.sha256(f"{info.path}:{info.size_bytes}:{template.source}".encode()).hexdigest()
         self.fingerprint = f"fp_{digest[:10]}"
+
+    # -- admission and shutdown ------------------------------------------------------------
+    def admit(self) -> Ticket:
+        """A place for one request, or a refusal when shutting down or when the queue is full.
+        The caller releases the ticket when the request is over (twice is harmless)."""
+        if self._abort_at is not None:
+            raise ShuttingDown("The server is shutting down; retry on another instance or later.")
+        waiting = self.in_flight - 1  # one request runs, the others wait for the engine
+        if waiting >= self.limits.max_queue:
+            raise Overloaded(
+                f"The server is busy: {waiting} requests are waiting (limit {self.limits.max_queue}). Retry later.",
+                retry_after=max(1, waiting),
+            )
+        self.in_flight += 1
+        return Ticket(self)
+
+    def drain(self, grace: float) -> None:
+        """Stop admitting; requests still running after `grace` seconds are aborted."""
+        self._abort_at = asyncio.get_running_loop().time() + grace
 
     # -- request preparation -----------------------------------------------------------------
     def check_model(self, requested: str | None) -> None:
@@ -111,14 +162,26 @@ class Pipeline:
         self, prompt: Sequence[int], params: SamplingParams, stops: Sequence[str] = ()
     ) -> AsyncIterator[Piece | Finish]:
         """Stream one choice: Pieces of safe text, then one Finish."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        timeout = self.limits.request_timeout
+        own_deadline = started + timeout if timeout else None
         gen = self.engine.submit(prompt, params)
         utf8 = Utf8Stream()
         stopper = StopMatcher(stops)
         pending: list[TokenLogprob] = []
         produced = 0
+        first = last = None
         finish = None
+
+        def deadline() -> float | None:
+            limits = [t for t in (own_deadline, self._abort_at) if t is not None]
+            return min(limits) if limits else None
+
         try:
-            async for event in gen.events():
+            async for event in gen.events(deadline):
+                last = loop.time()
+                first = first if first is not None else last
                 if event.is_eog:
                     finish = "stop"
                     break
@@ -139,7 +202,15 @@ class Pipeline:
                     yield Piece(tail, pending)
             if finish is None:
                 finish = "stop" if stopper.stopped else (gen.finish_reason or "stop")
-            usage = Usage(gen.prompt_tokens, produced, gen.cached_tokens)
-            yield Finish(finish, usage)
+        except (TimeoutError, asyncio.TimeoutError):  # the same class from Python 3.11 on
+            gen.cancel()
+            if self._abort_at is not None and loop.time() >= self._abort_at:
+                raise ShuttingDown("The server shut down before this request finished.") from None
+            raise RequestTimeout(f"The request took longer than the {timeout:g} s limit.") from None
         finally:
             gen.cancel()  # a client that went away, or a stop string, ends the engine's work
+        usage = Usage(gen.prompt_tokens, produced, gen.cached_tokens)
+        done = Finish(finish, usage, None if first is None else first - started, 0.0 if first is None else (last or first) - first)
+        for observe in self.observers:
+            observe(done)
+        yield done

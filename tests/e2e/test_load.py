@@ -1,0 +1,130 @@
+"""Under load and faults: concurrent clients, a full queue, timeouts, shutdown, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import Server
+
+NO_EOS = {"0": -100, "2": -100}  # SmolLM2's end-of-text tokens: generation runs to max_tokens
+ASK = [{"role": "user", "content": "Tell me a story."}]
+
+
+def wait_idle(url: str) -> dict[str, Any]:
+    for _ in range(600):  # a guard against hanging, not a speed assertion
+        stats = httpx.get(f"{url}/health").json()["toolserve"]
+        if not stats["busy"]:
+            return stats
+        time.sleep(0.05)
+    raise AssertionError("engine still busy")
+
+
+async def one_client(url: str, i: int) -> str:
+    kind = ("stream", "whole", "cancel")[i % 3]
+    body = {"messages": [{"role": "user", "content": f"Story number {i}."}], "max_tokens": 24, "temperature": 0.8, "seed": i}
+    async with httpx.AsyncClient(base_url=url, timeout=300) as c:
+        if kind == "whole":
+            r = await c.post("/v1/chat/completions", json=body)
+            assert r.status_code == 200, r.text
+            assert r.json()["choices"][0]["finish_reason"] in ("stop", "length")
+            return kind
+        cancel_body = {**body, "max_tokens": 2000, "logit_bias": NO_EOS} if kind == "cancel" else body
+        async with c.stream("POST", "/v1/chat/completions", json={**cancel_body, "stream": True}) as r:
+            assert r.status_code == 200
+            seen = 0
+            async for line in r.aiter_lines():
+                if line == "data: [DONE]":
+                    break
+                if line.startswith("data: "):
+                    seen += 1
+                    assert "error" not in json.loads(line[6:])
+                    if kind == "cancel" and seen == 3:
+                        return kind  # leaving the block closes the connection halfway
+            assert kind == "stream"
+    return kind
+
+
+def test_sixteen_concurrent_clients(server: Server) -> None:
+    async def run() -> list[str]:
+        return await asyncio.gather(*(one_client(server.url, i) for i in range(16)))
+
+    kinds = asyncio.run(run())
+    assert sorted(kinds) == sorted(("stream", "whole", "cancel")[i % 3] for i in range(16))
+    wait_idle(server.url)  # cancelled ones freed the engine
+    r = httpx.post(f"{server.url}/v1/chat/completions", json={"messages": ASK, "max_tokens": 4}, timeout=60)
+    assert r.status_code == 200
+
+
+@pytest.fixture(scope="module")
+def tight() -> Iterator[Server]:
+    srv = Server(["--ctx-size", "2048", "--max-queue", "1"])
+    yield srv
+    srv.stop()
+
+
+def test_full_queue_gets_429_with_retry_after(tight: Server) -> None:
+    body = {"messages": ASK, "max_tokens": 60, "logit_bias": NO_EOS}
+
+    async def run() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=tight.url, timeout=120) as c:
+            return await asyncio.gather(*(c.post("/v1/chat/completions", json=body) for _ in range(5)))
+
+    codes = [r.status_code for r in asyncio.run(run())]
+    assert 429 in codes and 200 in codes
+    refused = next(r for r in asyncio.run(run()) if r.status_code == 429)
+    assert all(r.status_code in (200, 429) for r in asyncio.run(run()))
+    assert int(refused.headers["retry-after"]) >= 1
+    assert refused.json()["error"]["type"] == "rate_limit_error"
+    wait_idle(tight.url)
+    assert httpx.post(f"{tight.url}/v1/chat/completions", json={"messages": ASK, "max_tokens": 2}, timeout=60).status_code == 200
+
+
+@pytest.fixture(scope="module")
+def hasty() -> Iterator[Server]:
+    srv = Server(["--ctx-size", "2048", "--request-timeout", "2"])
+    yield srv
+    srv.stop()
+
+
+def test_request_timeout(hasty: Server) -> None:
+    long = {"messages": ASK, "max_tokens": 1800, "logit_bias": NO_EOS}  # far more than 2 s of work
+    r = httpx.post(f"{hasty.url}/v1/chat/completions", json=long, timeout=120)
+    assert r.status_code == 504
+    assert r.json()["error"]["code"] == "request_timeout"
+    with httpx.stream("POST", f"{hasty.url}/v1/chat/completions", json={**long, "stream": True}, timeout=120) as s:
+        lines = [line for line in s.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    assert json.loads(lines[-2][6:])["error"]["code"] == "request_timeout"
+    wait_idle(hasty.url)
+
+
+def test_shutdown_ends_streams_properly_and_exits_zero() -> None:
+    srv = Server(["--ctx-size", "2048", "--shutdown-grace", "1"])
+    long = {"messages": ASK, "max_tokens": 1800, "logit_bias": NO_EOS, "stream": True}
+    with httpx.stream("POST", f"{srv.url}/v1/chat/completions", json=long, timeout=120) as s:
+        lines = s.iter_lines()
+        next(lines)
+        srv.proc.send_signal(signal.SIGTERM)
+        rest = [line for line in lines if line.startswith("data: ")]
+    assert rest[-1] == "data: [DONE]"
+    assert json.loads(rest[-2][6:])["error"]["code"] == "shutting_down"
+    assert srv.proc.wait(timeout=60) == 0
+    srv.log.close()
+
+
+def test_metrics(server: Server) -> None:
+    httpx.post(f"{server.url}/v1/chat/completions", json={"messages": ASK, "max_tokens": 3}, timeout=60)
+    text = httpx.get(f"{server.url}/metrics").text
+    assert 'toolserve_requests_total{route="/v1/chat/completions",status="200"}' in text
+    for name in ("toolserve_completion_tokens_total", "toolserve_time_to_first_token_seconds_bucket",
+                 "toolserve_time_per_output_token_seconds_count", "toolserve_queue_depth", "toolserve_active_requests",
+                 "toolserve_prompt_cache_hits_total"):
+        assert name in text
