@@ -63,3 +63,16 @@ def test_every_builder_compiles(family: str, parallel: bool) -> None:
     for grammar in (g.body, g.full(), g.full(lead_ws=True)):
         err = llguidance.LLMatcher.validate_grammar(grammar)
         assert not err, err
+
+
+def test_objects_are_closed_unless_the_schema_says_otherwise() -> None:
+    from toolserve.constrain.grammars import closed
+
+    schema = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {}}}, "c": {"enum": [{"properties": {}}]}}}
+    out = closed(schema)
+    assert out["additionalProperties"] is False
+    assert out["properties"]["a"]["additionalProperties"] is False
+    assert out["properties"]["c"] == {"enum": [{"properties": {}}]}  # values are data, not schemas
+    assert closed({"type": "object", "properties": {}, "additionalProperties": True})["additionalProperties"] is True
+    odd = closed({"properties": {"properties": {"type": "string"}}})  # a parameter named "properties"
+    assert odd["properties"] == {"properties": {"type": "string"}}

@@ -135,7 +135,8 @@ class ChatRun:
                 tail = shaper.finish()
                 if tail or pending:
                     yield tail, pending, None
-                reason = "tool_calls" if shaper.calls else item.finish_reason
+                # cut off by max_tokens stays "length" (a call may be unfinished); else calls say so
+                reason = "tool_calls" if shaper.calls and item.finish_reason != "length" else item.finish_reason
                 yield [], [], Finish(reason, item.usage)
                 return
             pending.extend(item.logprobs)

@@ -36,7 +36,28 @@ def lit(text: str) -> str:
 
 
 def json_rule(schema: dict[str, Any]) -> str:
-    return "%json " + json.dumps(schema, ensure_ascii=False)
+    return "%json " + json.dumps(closed(schema), ensure_ascii=False)
+
+
+def closed(schema: Any) -> Any:
+    """Objects that declare `properties` but say nothing of others get `additionalProperties:
+    false`: a model may otherwise invent keys without end. What the grammar then allows is a
+    subset of what the schema allows, so every output still validates against the original."""
+    if isinstance(schema, list):
+        return [closed(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for k, v in schema.items():
+        if k in ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas") and isinstance(v, dict):
+            out[k] = {name: closed(sub) for name, sub in v.items()}  # a map of names to schemas
+        elif k in ("const", "enum", "default", "examples", "required"):
+            out[k] = v  # data, not schemas
+        else:
+            out[k] = closed(v)
+    if "properties" in out and "additionalProperties" not in out and "patternProperties" not in out:
+        out["additionalProperties"] = False
+    return out
 
 
 def params_schema(tool: ToolSpec) -> dict[str, Any]:
