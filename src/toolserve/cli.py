@@ -113,6 +113,8 @@ def _serve(args: argparse.Namespace) -> int:
             if not self.should_exit:
                 pipeline.drain(grace)
             super().handle_exit(sig, frame)  # type: ignore[arg-type]
+            # uvicorn re-raises the signal after a graceful stop; a finished drain exits 0
+            getattr(self, "_captured_signals", []).clear()
 
     print(f"toolserve: serving {pipeline.model_id} on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
     try:

@@ -74,6 +74,11 @@ class Generation:
         self._loop.call_soon_threadsafe(self._queue.put_nowait, error)
 
     # -- consumer side (event loop) ------------------------------------------------------
+    def fail(self, error: BaseException) -> None:
+        """End the stream from the event loop: the reader gets `error`; the engine stops."""
+        self.cancel()
+        self._queue.put_nowait(error)
+
     async def events(self, deadline: Callable[[], float | None] = lambda: None) -> AsyncIterator[TokenEvent]:
         """Token events until the end; TimeoutError once `deadline()` (loop time) has passed."""
         while True:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolserve.constrain.matcher import Constrainer
-from toolserve.engine.base import Engine
+from toolserve.engine.base import Engine, Generation
 from toolserve.errors import (
     ContextLengthExceeded,
     InvalidRequest,
@@ -78,7 +78,8 @@ class Pipeline:
         self.engine = engine
         self.limits = limits or Limits()
         self.observers: list[Callable[[Finish], None]] = []  # e.g. metrics
-        self._abort_at: float | None = None  # set by drain(): in-flight work ends by then
+        self._closing = False  # set by drain(): no new requests
+        self._active: set[Generation] = set()  # generations a drain may have to end
         self.in_flight = 0  # admitted requests not yet over
         self.template = template
         self.model_id = model_id
@@ -94,7 +95,7 @@ class Pipeline:
     def admit(self) -> Ticket:
         """A place for one request, or a refusal when shutting down or when the queue is full.
         The caller releases the ticket when the request is over (twice is harmless)."""
-        if self._abort_at is not None:
+        if self._closing:
             raise ShuttingDown("The server is shutting down; retry on another instance or later.")
         waiting = self.in_flight - 1  # one request runs, the others wait for the engine
         if waiting >= self.limits.max_queue:
@@ -106,8 +107,13 @@ class Pipeline:
         return Ticket(self)
 
     def drain(self, grace: float) -> None:
-        """Stop admitting; requests still running after `grace` seconds are aborted."""
-        self._abort_at = asyncio.get_running_loop().time() + grace
+        """Stop admitting; generations still running after `grace` seconds end with an error."""
+        self._closing = True
+        asyncio.get_running_loop().call_later(grace, self._abort_all)
+
+    def _abort_all(self) -> None:
+        for gen in list(self._active):
+            gen.fail(ShuttingDown("The server shut down before this request finished."))
 
     # -- request preparation -----------------------------------------------------------------
     def check_model(self, requested: str | None) -> None:
@@ -174,12 +180,9 @@ class Pipeline:
         first = last = None
         finish = None
 
-        def deadline() -> float | None:
-            limits = [t for t in (own_deadline, self._abort_at) if t is not None]
-            return min(limits) if limits else None
-
+        self._active.add(gen)
         try:
-            async for event in gen.events(deadline):
+            async for event in gen.events(lambda: own_deadline):
                 last = loop.time()
                 first = first if first is not None else last
                 if event.is_eog:
@@ -203,12 +206,10 @@ class Pipeline:
             if finish is None:
                 finish = "stop" if stopper.stopped else (gen.finish_reason or "stop")
         except (TimeoutError, asyncio.TimeoutError):  # the same class from Python 3.11 on
-            gen.cancel()
-            if self._abort_at is not None and loop.time() >= self._abort_at:
-                raise ShuttingDown("The server shut down before this request finished.") from None
             raise RequestTimeout(f"The request took longer than the {timeout:g} s limit.") from None
         finally:
-            gen.cancel()  # a client that went away, or a stop string, ends the engine's work
+            self._active.discard(gen)
+            gen.cancel()  # a client that went away, a stop string or an error ends the engine's work
         usage = Usage(gen.prompt_tokens, produced, gen.cached_tokens)
         done = Finish(finish, usage, None if first is None else first - started, 0.0 if first is None else (last or first) - first)
         for observe in self.observers:
