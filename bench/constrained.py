@@ -163,8 +163,10 @@ def calls_valid(message: dict, truncated: bool = False) -> tuple[bool, str]:
     return True, ""
 
 
-def part_c(client: httpx.Client, url: str, model: str) -> None:
-    modes = {"auto": ("auto", True), "required": ("required", True), "required, parallel off": ("required", False)}
+def part_c(client: httpx.Client, url: str, model: str, only: str = "") -> None:
+    modes = {"auto": ("auto", True), "required": ("required", True), "required (parallel_tool_calls false)": ("required", False)}
+    if only:
+        modes = {m: modes[m] for m in only.split(",")}
     valid = dict.fromkeys(modes, 0)
     failures: dict[str, list[str]] = {m: [] for m in modes}
     for p, prompt in enumerate(PROMPTS):
@@ -185,10 +187,10 @@ def part_c(client: httpx.Client, url: str, model: str) -> None:
     print("| tool_choice | valid | rate |\n|---|---|---|")
     for mode, k in valid.items():
         print(f"| {mode} ({'unconstrained' if mode == 'auto' else 'constrained'}) | {k}/{total} | {100 * k / total:.0f}% |")
-    for mode in ("required", "required, parallel off"):
-        for f in failures[mode]:
+    for mode in modes:
+        for f in failures[mode] if mode != "auto" else []:
             print(f"  CONSTRAINED FAILURE ({mode}): {f}")
-    for f in failures["auto"][:5]:
+    for f in failures.get("auto", [])[:5]:
         print(f"  auto failure e.g.: {f}")
 
 
@@ -197,6 +199,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=384)
     ap.add_argument("--skip", default="", help="parts to skip, e.g. 'bc'")
+    ap.add_argument("--c-modes", default="", help="comma-separated subset of: auto,required,required (parallel_tool_calls false)")
     args = ap.parse_args()
     if "b" not in args.skip:
         part_b(max(args.runs, 5))
@@ -210,7 +213,7 @@ def main() -> None:
             if "a" not in args.skip:
                 part_a(client, url, model, args.runs, args.tokens)
             if "c" not in args.skip:
-                part_c(client, url, model)
+                part_c(client, url, model, args.c_modes)
     finally:
         proc.terminate()
         proc.wait()
