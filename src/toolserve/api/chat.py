@@ -146,13 +146,6 @@ class ChatRun:
                 pending = []
 
     async def stream(self) -> AsyncIterator[dict[str, Any]]:
-        try:
-            async for chunk in self._stream():
-                yield chunk
-        finally:
-            self.ticket.release()
-
-    async def _stream(self) -> AsyncIterator[dict[str, Any]]:
         total: Usage | None = None
         include_usage = bool(self.req.stream_options and self.req.stream_options.include_usage)
         for i in range(self.req.n):
@@ -171,12 +164,6 @@ class ChatRun:
             yield self.chunk([], total)
 
     async def complete(self) -> dict[str, Any]:
-        try:
-            return await self._complete()
-        finally:
-            self.ticket.release()
-
-    async def _complete(self) -> dict[str, Any]:
         choices = []
         total: Usage | None = None
         for i in range(self.req.n):
@@ -199,4 +186,7 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, pipe: P
     run = ChatRun(pipe, req)
     if req.stream:
         return sse_response(run.stream(), on_close=run.ticket.release)
-    return JSONResponse(await unless_disconnected(request, run.complete()))
+    try:
+        return JSONResponse(await unless_disconnected(request, run.complete()))
+    finally:
+        run.ticket.release()

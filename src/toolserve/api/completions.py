@@ -107,13 +107,6 @@ class CompletionRun:
                         yield index, item.text, item.logprobs, None, None
 
     async def stream(self) -> AsyncIterator[dict[str, Any]]:
-        try:
-            async for chunk in self._stream():
-                yield chunk
-        finally:
-            self.ticket.release()
-
-    async def _stream(self) -> AsyncIterator[dict[str, Any]]:
         total: Usage | None = None
         include_usage = bool(self.req.stream_options and self.req.stream_options.include_usage)
         offsets: dict[int, LogprobText] = {}
@@ -128,12 +121,6 @@ class CompletionRun:
             yield self.body([], total)
 
     async def complete(self) -> dict[str, Any]:
-        try:
-            return await self._complete()
-        finally:
-            self.ticket.release()
-
-    async def _complete(self) -> dict[str, Any]:
         texts: dict[int, list[str]] = {}
         lps: dict[int, list[TokenLogprob]] = {}
         finishes: dict[int, str] = {}
@@ -159,4 +146,7 @@ async def completions(req: CompletionRequest, request: Request, pipe: PipelineDe
     run = CompletionRun(pipe, req)
     if req.stream:
         return sse_response(run.stream(), on_close=run.ticket.release)
-    return JSONResponse(await unless_disconnected(request, run.complete()))
+    try:
+        return JSONResponse(await unless_disconnected(request, run.complete()))
+    finally:
+        run.ticket.release()

@@ -25,7 +25,8 @@ def sse(obj: dict[str, Any]) -> str:
 
 def sse_response(chunks: AsyncIterator[dict[str, Any]], on_close: Callable[[], None] | None = None) -> StreamingResponse:
     """Frame chunks as SSE, end with [DONE]; a failure mid-stream becomes an error event.
-    `on_close` runs once the response is over, even if the client left before it began."""
+    `on_close` runs once the stream is over, and again (it must be idempotent) after the
+    response, which covers a client that left before the stream began."""
 
     async def body() -> AsyncIterator[str]:
         try:
@@ -38,6 +39,8 @@ def sse_response(chunks: AsyncIterator[dict[str, Any]], on_close: Callable[[], N
             yield sse(error_body(f"internal error: {type(exc).__name__}", "server_error"))
         finally:
             await chunks.aclose()  # type: ignore[attr-defined]
+            if on_close is not None:
+                on_close()
         yield "data: [DONE]\n\n"
 
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
