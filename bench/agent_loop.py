@@ -28,7 +28,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from decode import free_port, start
+from decode import free_port, sse_chunks, start
 
 from toolserve.modelfile import bundled_model
 
@@ -108,19 +108,14 @@ def ttft(client: httpx.Client, url: str, model: str, conv: str, turn: int) -> tu
             "max_tokens": 16, "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
     first, prompt, cached = None, -1, -1
     t0 = time.perf_counter()
-    with client.stream("POST", f"{url}/v1/chat/completions", json=body) as resp:
-        resp.raise_for_status()
-        for line in resp.iter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            delta = (chunk.get("choices") or [{}])[0].get("delta") or {}
-            if first is None and (delta.get("content") or delta.get("tool_calls")):
-                first = time.perf_counter() - t0
-            usage = chunk.get("usage") or {}
-            if usage:
-                prompt = usage.get("prompt_tokens", -1)
-                cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", -1)
+    for chunk in sse_chunks(client, f"{url}/v1/chat/completions", body):
+        delta = (chunk.get("choices") or [{}])[0].get("delta") or {}
+        if first is None and (delta.get("content") or delta.get("tool_calls")):
+            first = time.perf_counter() - t0
+        usage = chunk.get("usage") or {}
+        if usage:
+            prompt = usage.get("prompt_tokens", -1)
+            cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", -1)
     return (first if first is not None else time.perf_counter() - t0), prompt, cached
 
 

@@ -27,7 +27,7 @@ import jsonschema
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from decode import free_port, start
+from decode import free_port, sse_chunks, start
 
 from toolserve.modelfile import bundled_model
 
@@ -79,18 +79,13 @@ SETTINGS = [(0, 0.0), (1, 0.7), (2, 0.7), (3, 1.0), (4, 1.2)]  # (seed, temperat
 
 def decode_rate(client: httpx.Client, url: str, body: dict) -> tuple[float, int]:
     times, tokens = [], 0
-    with client.stream("POST", f"{url}/v1/chat/completions", json={**body, "stream": True,
-                       "stream_options": {"include_usage": True}}) as resp:
-        resp.raise_for_status()
-        for line in resp.iter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            delta = (chunk.get("choices") or [{}])[0].get("delta") or {}
-            if delta.get("content") or delta.get("tool_calls"):
-                times.append(time.perf_counter())
-            if chunk.get("usage"):
-                tokens = chunk["usage"]["completion_tokens"]
+    streamed = {**body, "stream": True, "stream_options": {"include_usage": True}}
+    for chunk in sse_chunks(client, f"{url}/v1/chat/completions", streamed):
+        delta = (chunk.get("choices") or [{}])[0].get("delta") or {}
+        if delta.get("content") or delta.get("tool_calls"):
+            times.append(time.perf_counter())
+        if chunk.get("usage"):
+            tokens = chunk["usage"]["completion_tokens"]
     return (tokens - 1) / (times[-1] - times[0]), tokens
 
 

@@ -20,6 +20,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -60,20 +61,24 @@ def direct(model: str, n: int, runs: int) -> list[float]:
     return rates
 
 
+def sse_chunks(client: httpx.Client, url: str, body: dict) -> Iterator[dict]:
+    """The JSON chunks of one streamed request, as they arrive (used by every HTTP bench)."""
+    with client.stream("POST", url, json=body) as resp:
+        resp.raise_for_status()
+        for line in resp.iter_lines():
+            if line.startswith("data: ") and line != "data: [DONE]":
+                yield json.loads(line[6:])
+
+
 def over_http(url: str, model: str, n: int, runs: int, banned: dict[str, float]) -> list[float]:
     rates = []
     body = {"model": model, "prompt": PROMPT, "max_tokens": n, "temperature": 0, "logit_bias": banned, "stream": True}
     with httpx.Client(timeout=300) as client:
         for _ in range(runs):
             times = []
-            with client.stream("POST", f"{url}/v1/completions", json=body) as resp:
-                resp.raise_for_status()
-                for line in resp.iter_lines():
-                    if not line.startswith("data: ") or line == "data: [DONE]":
-                        continue
-                    chunk = json.loads(line[6:])
-                    if chunk.get("choices") and chunk["choices"][0].get("text"):
-                        times.append(time.perf_counter())
+            for chunk in sse_chunks(client, f"{url}/v1/completions", body):
+                if chunk.get("choices") and chunk["choices"][0].get("text"):
+                    times.append(time.perf_counter())
             rates.append((len(times) - 1) / (times[-1] - times[0]))
     return rates
 
