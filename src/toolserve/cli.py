@@ -22,6 +22,7 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-alias", default=env_default("model_alias", d.model_alias), help="model id for clients (default: file stem)")
     p.add_argument("--ctx-size", type=int, default=env_default("ctx_size", d.ctx_size), help="context length in tokens")
     p.add_argument("--threads", type=int, default=env_default("threads", d.threads), help="CPU threads (default: all cores)")
+    p.add_argument("--parallel", type=int, default=env_default("parallel", d.parallel), help="model instances serving requests at once (they share --threads and --cache-ram)")
     p.add_argument("--chat-template", default=env_default("chat_template", d.chat_template), help="Jinja chat template file overriding the model's")
     p.add_argument("--tool-format", default=env_default("tool_format", d.tool_format), help="tool-call format id (default: auto, from the chat template)")
     p.add_argument("--cache-ram", type=int, default=env_default("cache_ram", d.cache_ram), help="MB of RAM for prompt-cache snapshots (0: off)")
@@ -36,6 +37,7 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
         model_alias=args.model_alias,
         ctx_size=args.ctx_size,
         threads=args.threads,
+        parallel=args.parallel,
         chat_template=args.chat_template,
         tool_format=args.tool_format,
         cache_ram=args.cache_ram,
@@ -57,6 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-queue", type=int, default=env_default("max_queue", Limits.max_queue), help="requests that may wait behind the running one; more get 429")
     serve.add_argument("--request-timeout", type=float, default=env_default("request_timeout", 0.0), help="seconds a request may take in all (0: no limit)")
     serve.add_argument("--shutdown-grace", type=float, default=env_default("shutdown_grace", ServerConfig.shutdown_grace), help="seconds in-flight requests get to finish on SIGTERM/SIGINT")
+    for cap, what in (
+        ("max_n", "choices per request ('n')"),
+        ("max_messages", "messages per chat request"),
+        ("max_tools", "tools per request"),
+        ("max_stops", "stop strings per request"),
+        ("max_top_logprobs", "top_logprobs (chat) / logprobs (completions)"),
+    ):
+        flag = "--" + cap.replace("_", "-")
+        serve.add_argument(flag, type=int, default=env_default(cap, getattr(Limits, cap)), help=f"largest {what} accepted")
+    serve.add_argument("--log-prompts", action="store_true", default=env_default("log_prompts", False), help="log each rendered prompt (off: logs never hold prompt text)")
     serve.add_argument("--max-body-mb", type=int, default=env_default("max_body_mb", ServerConfig.max_body_mb), help="largest request body accepted")
     chat = sub.add_parser("chat", help="chat with the model in the terminal")
     _model_flags(chat)
@@ -94,7 +106,15 @@ def _serve(args: argparse.Namespace) -> int:
     from toolserve.serving.loader import load_pipeline
 
     sock = _bind(args.host, args.port)  # before loading: a busy port fails fast
-    limits = Limits(max_queue=args.max_queue, request_timeout=args.request_timeout or None)
+    limits = Limits(
+        max_queue=args.max_queue,
+        request_timeout=args.request_timeout or None,
+        max_n=args.max_n,
+        max_messages=args.max_messages,
+        max_tools=args.max_tools,
+        max_stops=args.max_stops,
+        max_top_logprobs=args.max_top_logprobs,
+    )
     pipeline = load_pipeline(_model_config(args), limits)
     guard = GuardSettings(
         api_key=args.api_key or None,
@@ -102,7 +122,7 @@ def _serve(args: argparse.Namespace) -> int:
         loopback_only=is_loopback(args.host),
     )
     origins = [o.strip() for o in (args.cors_origins or "").split(",") if o.strip()]
-    app = create_app(pipeline, guard, origins)
+    app = create_app(pipeline, guard, origins, log_prompts=args.log_prompts)
     grace = args.shutdown_grace
     # uvicorn waits for open connections up to its own timeout; ours aborts generations first,
     # so every stream still gets a final error event before the connection closes

@@ -13,7 +13,8 @@ class ModelConfig:
     model: str | None = None  # GGUF path; None: the bundled SmolLM2
     model_alias: str | None = None  # id in /v1/models; None: the file's stem
     ctx_size: int = 4096
-    threads: int | None = None  # None: all cores (llama-cpp-python's default is half)
+    threads: int | None = None  # None: all cores (llama-cpp-python's default is half); shared by the instances
+    parallel: int = 1  # model instances, each with its own context, worker thread and share of the cache
     chat_template: str | None = None  # Jinja file overriding the model's template
     tool_format: str = "auto"  # a format id from formats/registry.py, or auto-detect
     cache_ram: int = 512  # MB of RAM for prompt-cache snapshots; 0 turns prefix reuse off

@@ -128,3 +128,70 @@ def test_metrics(server: Server) -> None:
                  "toolserve_time_per_output_token_seconds_count", "toolserve_queue_depth", "toolserve_active_requests",
                  "toolserve_prompt_cache_hits_total"):
         assert name in text
+
+
+@pytest.fixture(scope="module")
+def twin() -> Iterator[Server]:
+    """Two model instances, no waiting room, and tighter caps than the defaults."""
+    srv = Server(["--ctx-size", "1024", "--parallel", "2", "--max-queue", "0", "--max-n", "2", "--max-stops", "1"])
+    yield srv
+    srv.stop()
+
+
+def test_parallel_instances_run_two_at_once(twin: Server) -> None:
+    body = {"messages": ASK, "max_tokens": 200, "logit_bias": NO_EOS}
+    seen_active: list[int] = []
+
+    async def watch(c: httpx.AsyncClient, done: asyncio.Event) -> None:
+        while not done.is_set():
+            seen_active.append((await c.get("/health")).json()["toolserve"]["active"])
+            await asyncio.sleep(0.02)
+
+    async def run() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=twin.url, timeout=300) as c:
+            done = asyncio.Event()
+            watcher = asyncio.create_task(watch(c, done))
+            first = [asyncio.create_task(c.post("/v1/chat/completions", json=body)) for _ in range(2)]
+            while max(seen_active, default=0) < 2 and not all(t.done() for t in first):
+                await asyncio.sleep(0.02)
+            third = await c.post("/v1/chat/completions", json={**body, "max_tokens": 2})
+            results = [*(await asyncio.gather(*first)), third]
+            done.set()
+            await watcher
+            return results
+
+    a, b, third = asyncio.run(run())
+    assert max(seen_active) == 2  # both instances generated at the same time
+    for r in (a, b):
+        assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 200
+    assert third.status_code == 429 and third.json()["error"]["type"] == "rate_limit_error"
+    assert httpx.get(f"{twin.url}/health").json()["toolserve"]["slots"] == 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "param"),
+    [({"n": 3}, "n"), ({"stop": ["a", "b"]}, "stop")],
+)
+def test_caps_are_settings(twin: Server, extra: dict[str, Any], param: str) -> None:
+    r = httpx.post(f"{twin.url}/v1/chat/completions", json={"messages": ASK, "max_tokens": 2, **extra}, timeout=60)
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert err["param"] == param and "limit" in err["message"]
+    ok = {k: v[:1] if isinstance(v, list) else 2 for k, v in extra.items()}  # at the cap: accepted
+    assert httpx.post(f"{twin.url}/v1/chat/completions", json={"messages": ASK, "max_tokens": 2, **ok}, timeout=60).status_code == 200
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_prompts_are_logged_only_when_asked(flag: bool) -> None:
+    secret = "my password is hunter2"
+    srv = Server(["--ctx-size", "512", "--log-level", "info", *(["--log-prompts"] if flag else [])])
+    try:
+        r = httpx.post(f"{srv.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": secret}], "max_tokens": 2}, timeout=60)
+        assert r.status_code == 200
+        request_id = r.headers["x-request-id"]
+    finally:
+        srv.stop()
+    assert srv.proc.stderr is not None
+    log = srv.proc.stderr.read()
+    assert request_id in log  # the access line is there either way
+    assert (secret in log) is flag

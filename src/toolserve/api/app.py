@@ -18,12 +18,17 @@ LOCAL_ORIGINS = r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$"
 
 
 def create_app(
-    pipeline: Pipeline, guard: GuardSettings | None = None, cors_origins: Sequence[str] | None = None
+    pipeline: Pipeline,
+    guard: GuardSettings | None = None,
+    cors_origins: Sequence[str] | None = None,
+    *,
+    log_prompts: bool = False,
 ) -> FastAPI:
     """Build the HTTP app around a loaded pipeline (no globals: tests pass their own)."""
     app = FastAPI(title="toolserve", version=__version__)
     app.state.pipeline = pipeline
     app.state.metrics = Metrics(pipeline)
+    app.state.log_prompts = log_prompts  # off by default: logs never hold prompt text unless asked
     install_error_handlers(app)
     for module in (chat, completions, misc, metrics):
         app.include_router(module.router)

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from toolserve.api import convert
-from toolserve.api.deps import PipelineDep
+from toolserve.api.deps import PipelineDep, log_prompt
 from toolserve.api.schemas import ChatCompletionRequest
 from toolserve.api.streaming import sse_response, unless_disconnected
 from toolserve.serving.pipeline import Finish, Pipeline, choice_params
@@ -98,6 +98,7 @@ class ChatRun:
     def __init__(self, pipe: Pipeline, req: ChatCompletionRequest):
         pipe.check_model(req.model)
         convert.check_chat_features(req)
+        convert.check_caps(req, pipe.limits)
         self.opts = convert.chat_options(req)
         self.prompt_text = pipe.render_chat(convert.to_messages(req.messages), self.opts)
         self.prompt = pipe.tokenize_prompt(self.prompt_text)
@@ -184,6 +185,7 @@ class ChatRun:
 @router.post("/v1/chat/completions")
 async def chat_completions(req: ChatCompletionRequest, request: Request, pipe: PipelineDep) -> Response:
     run = ChatRun(pipe, req)
+    log_prompt(request, run.prompt_text)
     if req.stream:
         return sse_response(run.stream(), on_close=run.ticket.release)
     try:

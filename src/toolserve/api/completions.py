@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, Response
 
 from toolserve.api import convert
 from toolserve.api.chat import add_usage, prompt_once, usage_json
-from toolserve.api.deps import PipelineDep
+from toolserve.api.deps import PipelineDep, log_prompt
 from toolserve.api.schemas import CompletionRequest
 from toolserve.api.streaming import sse_response, unless_disconnected
 from toolserve.errors import InvalidRequest
@@ -69,6 +69,7 @@ class CompletionRun:
     def __init__(self, pipe: Pipeline, req: CompletionRequest):
         pipe.check_model(req.model)
         convert.check_completion_features(req)
+        convert.check_caps(req, pipe.limits)
         info = pipe.engine.info
         self.prompts = _prompts(pipe, req)
         base = convert.sampling(req, max_tokens=req.max_tokens or 16, n_vocab=info.n_vocab, logprobs=req.logprobs)
@@ -144,6 +145,8 @@ class CompletionRun:
 @router.post("/v1/completions")
 async def completions(req: CompletionRequest, request: Request, pipe: PipelineDep) -> Response:
     run = CompletionRun(pipe, req)
+    for text, _ in run.prompts:
+        log_prompt(request, text)
     if req.stream:
         return sse_response(run.stream(), on_close=run.ticket.release)
     try:

@@ -8,7 +8,25 @@ from typing import Any
 from toolserve.api.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest, TextPart, _Sampling
 from toolserve.errors import InvalidRequest, Unsupported
 from toolserve.serving.chat import ChatOptions
+from toolserve.serving.pipeline import Limits
 from toolserve.types import Message, SamplingParams, ToolCall, ToolSpec
+
+
+def check_caps(req: ChatCompletionRequest | CompletionRequest, limits: Limits) -> None:
+    """The server's caps on a request's shape (`toolserve serve --max-n` and friends)."""
+    stops = [req.stop] if isinstance(req.stop, str) else req.stop or []
+    if isinstance(req, ChatCompletionRequest):
+        top = req.top_logprobs
+        top_name = "top_logprobs"
+        counted = [("messages", len(req.messages), limits.max_messages), ("tools", len(req.tools or []), limits.max_tools)]
+    else:
+        top, top_name, counted = req.logprobs, "logprobs", []
+    counted += [("n", req.n, limits.max_n), ("stop", len(stops), limits.max_stops)]
+    if top is not None:
+        counted.append((top_name, top, limits.max_top_logprobs))
+    for name, value, cap in counted:
+        if value > cap:
+            raise InvalidRequest(f"'{name}' is {value}, over this server's limit of {cap}.", param=name)
 
 
 def flatten_content(message: ChatMessage, index: int) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -14,3 +15,12 @@ def _pipeline(request: Request) -> Pipeline:
 
 
 PipelineDep = Annotated[Pipeline, Depends(_pipeline)]
+
+
+prompt_log = logging.getLogger("toolserve.prompts")
+
+
+def log_prompt(request: Request, text: str) -> None:
+    """Log a rendered prompt, only when the server runs with --log-prompts (prompts are private)."""
+    if getattr(request.app.state, "log_prompts", False):
+        prompt_log.info("%s prompt %r", getattr(request.state, "request_id", "-"), text)

@@ -61,6 +61,7 @@ class Guard:
             await self.app(scope, receive, send)
             return
         request_id = f"req_{uuid.uuid4().hex[:16]}"
+        scope.setdefault("state", {})["request_id"] = request_id  # request.state.request_id in routes
         started = time.perf_counter()
         status = 0
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}

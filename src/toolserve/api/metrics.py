@@ -26,8 +26,8 @@ class _EngineCollector(Collector):
 
     def collect(self) -> Iterator[Any]:
         stats = self.pipe.engine.stats
-        yield GaugeMetricFamily("toolserve_queue_depth", "Requests waiting for the engine", value=max(0, stats.pending - 1))
-        yield GaugeMetricFamily("toolserve_active_requests", "Generations running now", value=int(stats.busy))
+        yield GaugeMetricFamily("toolserve_queue_depth", "Requests waiting for the engine", value=max(0, stats.pending - stats.active))
+        yield GaugeMetricFamily("toolserve_active_requests", "Generations running now", value=stats.active)
         cache = getattr(self.pipe.engine, "cache", None)
         if cache is not None:
             for name in ("hits", "misses", "restores", "evictions"):

@@ -55,6 +55,8 @@ async def health(pipe: PipelineDep) -> dict[str, Any]:
         "model": pipe.model_id,
         "toolserve": {
             "busy": stats.busy,
+            "active": stats.active,
+            "slots": pipe.engine.slots,
             "requests": stats.requests,
             "prompt_tokens": stats.prompt_tokens,
             "cached_tokens": stats.cached_tokens,

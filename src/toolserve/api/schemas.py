@@ -6,12 +6,6 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-MAX_STOPS = 16
-MAX_N = 16
-MAX_TOOLS = 128
-MAX_MESSAGES = 2048
-MAX_TOP_LOGPROBS = 20
-
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -103,20 +97,20 @@ class _Sampling(_Model):
     frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     seed: int | None = None
     logit_bias: dict[str, Annotated[float, Field(ge=-100, le=100)]] | None = None
-    n: int = Field(default=1, ge=1, le=MAX_N)
-    stop: str | Annotated[list[str], Field(max_length=MAX_STOPS)] | None = None
+    n: int = Field(default=1, ge=1)
+    stop: str | list[str] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
 
 
 class ChatCompletionRequest(_Sampling):
-    messages: Annotated[list[ChatMessage], Field(min_length=1, max_length=MAX_MESSAGES)]
+    messages: Annotated[list[ChatMessage], Field(min_length=1)]
     max_completion_tokens: int | None = Field(default=None, ge=1)
     logprobs: bool = False
-    top_logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
+    top_logprobs: int | None = Field(default=None, ge=0)
     response_format: ResponseFormat | None = None
-    tools: Annotated[list[ToolDef], Field(max_length=MAX_TOOLS)] | None = None
+    tools: list[ToolDef] | None = None
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool = True
     include_reasoning: bool = True
@@ -134,7 +128,7 @@ PromptInput = (
 class CompletionRequest(_Sampling):
     prompt: PromptInput
     max_tokens: int | None = Field(default=16, ge=1)
-    logprobs: int | None = Field(default=None, ge=0, le=MAX_TOP_LOGPROBS)
+    logprobs: int | None = Field(default=None, ge=0)
     echo: bool = False
     suffix: str | None = None
     best_of: int | None = Field(default=None, ge=1)

@@ -35,7 +35,11 @@ class EngineStats:
     prompt_tokens: int = 0
     cached_tokens: int = 0
     generated_tokens: int = 0
-    busy: bool = False
+    active: int = 0  # generations running now (at most the engine's `slots`)
+
+    @property
+    def busy(self) -> bool:
+        return self.active > 0
 
     @property
     def pending(self) -> int:
@@ -98,7 +102,10 @@ class Engine(Protocol):
     """What the serving pipeline needs from a backend."""
 
     info: ModelInfo
-    stats: EngineStats
+    slots: int  # generations that can run at the same time; the rest wait in the engine's queue
+
+    @property
+    def stats(self) -> EngineStats: ...
 
     def tokenize(self, text: str, *, add_bos: bool = False, special: bool = True) -> list[int]: ...
 

@@ -51,6 +51,7 @@ class LlamaCppEngine:
     """Runs a GGUF model with llama-cpp-python on a single worker thread."""
 
     prefill_chunk = PREFILL_CHUNK
+    slots = 1
 
     def __init__(
         self,
@@ -155,7 +156,7 @@ class LlamaCppEngine:
                 self.stats.finished += 1
                 gen.close("stop")
                 continue
-            self.stats.busy = True
+            self.stats.active = 1
             self.stats.requests += 1
             try:
                 gen.close(self._generate(gen, prompt, params))
@@ -164,7 +165,7 @@ class LlamaCppEngine:
                 self._llm.reset()
                 gen.close(error=EngineFailure(f"generation failed: {exc}"))
             finally:
-                self.stats.busy = False
+                self.stats.active = 0
                 self.stats.finished += 1
 
     def _prefill(self, gen: Generation, prompt: list[int]) -> bool:

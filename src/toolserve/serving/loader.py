@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 
 from toolserve.config import ModelConfig
+from toolserve.engine.base import Engine
 from toolserve.engine.llama_cpp import LlamaCppEngine
+from toolserve.engine.pool import EnginePool
 from toolserve.errors import ModelLoadError
 from toolserve.formats.registry import detect_format, get_format
 from toolserve.formats.template import ChatTemplate, choose_template
@@ -27,14 +30,22 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
             raise ModelLoadError(f"cannot read chat template {cfg.chat_template}: {exc.strerror}") from exc
     log.info("loading %s (%.0f MB)", path, path.stat().st_size / 1e6)
     started = time.perf_counter()
-    engine = LlamaCppEngine(
-        str(path),
-        n_ctx=cfg.ctx_size,
-        n_threads=cfg.threads,
-        cache_ram_mb=cfg.cache_ram,
-        cache_type_k=cfg.cache_type_k,
-        cache_type_v=cfg.cache_type_v,
-    )
+    if cfg.parallel < 1:
+        raise ModelLoadError(f"--parallel must be at least 1, not {cfg.parallel}")
+    n = cfg.parallel
+    threads = cfg.threads or os.cpu_count() or 1
+    instances = [
+        LlamaCppEngine(
+            str(path),
+            n_ctx=cfg.ctx_size,
+            n_threads=max(1, threads // n),  # the instances share the cores and the cache budget
+            cache_ram_mb=cfg.cache_ram // n,
+            cache_type_k=cfg.cache_type_k,
+            cache_type_v=cfg.cache_type_v,
+        )
+        for _ in range(n)
+    ]
+    engine: Engine = instances[0] if n == 1 else EnginePool(instances)
     info = engine.info
     source, label = choose_template(info.chat_template, info.architecture, override)
     template = ChatTemplate(source, bos_token=info.bos_token, eos_token=info.eos_token, label=label)
@@ -42,7 +53,7 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
     fmt = get_format(fmt_id)
     model_id = cfg.model_alias or path.stem
     log.info(
-        "loaded %s in %.2f s: architecture %s, context %d, chat template %s, tool format %s",
-        model_id, time.perf_counter() - started, info.architecture, info.n_ctx, label, fmt_id,
+        "loaded %s in %.2f s: architecture %s, context %d, %d instance(s), chat template %s, tool format %s",
+        model_id, time.perf_counter() - started, info.architecture, info.n_ctx, n, label, fmt_id,
     )
     return Pipeline(engine, template, model_id, fmt, limits)

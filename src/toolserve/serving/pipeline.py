@@ -50,8 +50,14 @@ class Finish:
 class Limits:
     """Named caps of the serving pipeline (CLI flags of `toolserve serve`)."""
 
-    max_queue: int = 16  # generations allowed to wait behind the running one; then 429
+    max_queue: int = 16  # generations allowed to wait behind the running ones; then 429
     request_timeout: float | None = None  # seconds a request may take in all; None: no limit
+    # caps on a request's shape; past one, a 400 names the field
+    max_n: int = 16  # choices per request
+    max_messages: int = 2048
+    max_tools: int = 128
+    max_stops: int = 16
+    max_top_logprobs: int = 20  # chat top_logprobs, completions logprobs
 
 
 class Ticket:
@@ -97,7 +103,7 @@ class Pipeline:
         The caller releases the ticket when the request is over (twice is harmless)."""
         if self._closing:
             raise ShuttingDown("The server is shutting down; retry on another instance or later.")
-        waiting = self.in_flight - 1  # one request runs, the others wait for the engine
+        waiting = self.in_flight - self.engine.slots  # `slots` requests run, the others wait
         if waiting >= self.limits.max_queue:
             raise Overloaded(
                 f"The server is busy: {waiting} requests are waiting (limit {self.limits.max_queue}). Retry later.",
