@@ -19,7 +19,7 @@ def run_stops(pieces: list[str], stops: list[str]) -> tuple[str, bool]:
         if m.stopped:
             return "".join(out), True
     out.append(m.flush())
-    return "".join(out), False
+    return "".join(out), m.stopped
 
 
 def reference(text: str, stops: list[str]) -> tuple[str, bool]:
@@ -39,6 +39,8 @@ def reference(text: str, stops: list[str]) -> tuple[str, bool]:
         (["no stops"], [], ("no stops", False)),
         (["ab"], ["b", "ab"], ("", True)),  # the earliest match wins
         (["tail a"], ["ab"], ("tail a", False)),  # a held tail is released at the end
+        (["|", "|", "b", "é"], ["||bé", "b"], ("", True)),  # a longer stop that starts earlier wins
+        (["x|", "|b"], ["||bé", "b"], ("x||", True)),  # ... only if it completes (here at the end)
     ],
 )
 def test_stop_table(pieces: list[str], stops: list[str], expected: tuple[str, bool]) -> None:

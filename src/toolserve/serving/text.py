@@ -36,19 +36,35 @@ class StopMatcher:
         if not self._stops:
             return text
         buf = self._held + text
-        hits = [i for i in (buf.find(s) for s in self._stops) if i >= 0]
-        if hits:
-            self._held = ""
-            self.stopped = True
-            return buf[: min(hits)]
+        first = self._first_hit(buf)
+        if first is not None:
+            # a longer stop string that starts earlier may still complete: wait for it
+            earlier = next((j for j in range(first) if self._could_grow(buf[j:])), None)
+            if earlier is None:
+                self._held = ""
+                self.stopped = True
+                return buf[:first]
+            self._held = buf[earlier:]
+            return buf[:earlier]
         keep = self._partial_tail(buf)
         self._held = buf[len(buf) - keep :]
         return buf[: len(buf) - keep]
 
     def flush(self) -> str:
-        """At the end of generation the held tail is plain text after all."""
+        """At the end of generation the held tail is plain text, up to a stop string in it."""
         out, self._held = self._held, ""
+        first = self._first_hit(out)
+        if first is not None:
+            self.stopped = True
+            return out[:first]
         return out
+
+    def _first_hit(self, buf: str) -> int | None:
+        hits = [i for i in (buf.find(s) for s in self._stops) if i >= 0]
+        return min(hits) if hits else None
+
+    def _could_grow(self, tail: str) -> bool:
+        return any(len(s) > len(tail) and s.startswith(tail) for s in self._stops)
 
     def _partial_tail(self, buf: str) -> int:
         longest = 0
