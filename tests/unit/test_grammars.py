@@ -76,3 +76,35 @@ def test_objects_are_closed_unless_the_schema_says_otherwise() -> None:
     assert closed({"type": "object", "properties": {}, "additionalProperties": True})["additionalProperties"] is True
     odd = closed({"properties": {"properties": {"type": "string"}}})  # a parameter named "properties"
     assert odd["properties"] == {"properties": {"type": "string"}}
+
+
+@pytest.fixture(scope="module")
+def smollm2_tokenizer():  # type: ignore[no-untyped-def]
+    import llama_cpp
+    from llguidance.llamacpp import lltokenizer_from_vocab
+
+    from toolserve.modelfile import bundled_model
+
+    llm = llama_cpp.Llama(str(bundled_model()), vocab_only=True, verbose=False)
+    yield lltokenizer_from_vocab(llm._model.vocab)  # it reads llama.cpp's vocabulary in place: llm lives on
+    llm.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "accepted"),
+    [
+        ('{"a": 1, "b": "x y"}', True),
+        ('{"a":1,"b":"x"}', False),
+        ('{ "a": 1, "b": "x"}', False),
+        ('{"a": 1,\n"b": "x"}', False),
+        ('{"a": 1, "b": "x"}\n\n', False),
+    ],
+)
+def test_json_has_one_layout(smollm2_tokenizer, text: str, accepted: bool) -> None:  # type: ignore[no-untyped-def]
+    """No free blank space in constrained JSON: a weak model cannot pad until max_tokens."""
+    from toolserve.constrain.grammars import response_format_grammar
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a", "b"]}
+    matcher = llguidance.LLMatcher(smollm2_tokenizer, response_format_grammar("json_schema", schema), log_level=0)
+    ok = matcher.consume_tokens(smollm2_tokenizer.tokenize_str(text)) and matcher.is_accepting()
+    assert ok is accepted

@@ -35,8 +35,13 @@ def lit(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+# JSON is written one way: ", " and ": " between items, no other blank space. With free blank
+# space a weak model can pad with newlines until max_tokens and never close the call.
+JSON_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+
+
 def json_rule(schema: dict[str, Any]) -> str:
-    return "%json " + json.dumps(closed(schema), ensure_ascii=False)
+    return "%json " + json.dumps({**closed(schema), "x-guidance": JSON_LAYOUT}, ensure_ascii=False)
 
 
 def closed(schema: Any) -> Any:
@@ -116,12 +121,12 @@ def call_object_schema(tools: Sequence[ToolSpec], args_key: str = "arguments") -
 
 
 def _hermes(tools: Sequence[ToolSpec], parallel: bool) -> CallGrammar:
-    more = '\n    | "</tool_call>" WS "<tool_call>" NL call NL tail' if parallel else ""
+    # one optional newline around calls, no free blank space a weak model could pad with
+    more = '\n    | "</tool_call>" NL "<tool_call>" NL call NL tail' if parallel else ""
     body = f"""start: NL call NL tail
 tail: "</tool_call>"{more}
 call: {json_rule(call_object_schema(tools))}
 NL: /\\n?/
-WS: /[ \\t\\n]*/
 """
     return CallGrammar("<tool_call>", body)
 
@@ -166,26 +171,27 @@ call: {calls}
     return CallGrammar("```tool_code", body)
 
 
-def _generic_json(tools: Sequence[ToolSpec], parallel: bool) -> CallGrammar:
-    calls: dict[str, Any] = {"type": "array", "items": call_object_schema(tools), "minItems": 1}
+def generic_json_schema(tools: Sequence[ToolSpec], parallel: bool, *, auto: bool) -> dict[str, Any]:
+    """The JSON schema of a generic_json answer: a call list, or (auto) a call list or a plain
+    response. Also what an upstream's guided JSON decoding gets in raw mode."""
+    items = call_object_schema(tools)
+    defs = items.pop("$defs", None)  # `#/$defs/...` refs resolve from the document's root
+    calls: dict[str, Any] = {"type": "array", "items": items, "minItems": 1}
     if not parallel:
         calls["maxItems"] = 1
-    schema = {"type": "object", "properties": {"tool_calls": calls}, "required": ["tool_calls"], "additionalProperties": False}
-    return CallGrammar("", f"start: {json_rule(schema)}\n")
+    listed = {"type": "object", "properties": {"tool_calls": calls}, "required": ["tool_calls"], "additionalProperties": False}
+    plain = {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"], "additionalProperties": False}
+    out: dict[str, Any] = {"anyOf": [listed, plain]} if auto else listed
+    return {**out, "$defs": defs} if defs else out
+
+
+def _generic_json(tools: Sequence[ToolSpec], parallel: bool) -> CallGrammar:
+    return CallGrammar("", f"start: {json_rule(generic_json_schema(tools, parallel, auto=False))}\n")
 
 
 def generic_auto_grammar(tools: Sequence[ToolSpec], parallel: bool) -> str:
     """generic_json with tool_choice auto: the answer is a call list or a plain response."""
-    calls: dict[str, Any] = {"type": "array", "items": call_object_schema(tools), "minItems": 1}
-    if not parallel:
-        calls["maxItems"] = 1
-    schema = {
-        "anyOf": [
-            {"type": "object", "properties": {"tool_calls": calls}, "required": ["tool_calls"], "additionalProperties": False},
-            {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"], "additionalProperties": False},
-        ]
-    }
-    return f"start: {json_rule(schema)}\n"
+    return f"start: {json_rule(generic_json_schema(tools, parallel, auto=True))}\n"
 
 
 def _json_list(trigger: str, args_key: str = "arguments") -> Callable[[Sequence[ToolSpec], bool], CallGrammar]:
