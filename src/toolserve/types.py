@@ -82,6 +82,16 @@ class TokenLogprob:
 
 
 @dataclass(frozen=True)
+class ImageData:
+    """A decoded image: RGB bytes, row-major, 3 bytes per pixel."""
+
+    width: int
+    height: int
+    rgb: bytes = field(repr=False)
+    digest: str  # sha256 of the pixels: two requests with the same picture share a cache entry
+
+
+@dataclass(frozen=True)
 class TokenEvent:
     """One generated token as the engine reports it."""
 

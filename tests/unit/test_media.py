@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from toolserve.serving.media import DecodedImage, ImagePolicy, ImageRefused, decode_image, load_image
+from toolserve.serving.media import ImagePolicy, ImageRefused, decode_image, load_image
+from toolserve.types import ImageData
 
 WHERE = "messages[1].content[2]"
 
@@ -29,7 +30,7 @@ def data_uri(raw: bytes, mime: str = "image/png") -> str:
     return f"data:{mime};base64,{base64.b64encode(raw).decode()}"
 
 
-def load(url: str, policy: ImagePolicy | None = None) -> DecodedImage:
+def load(url: str, policy: ImagePolicy | None = None) -> ImageData:
     return asyncio.run(load_image(url, policy or ImagePolicy(), WHERE))
 
 

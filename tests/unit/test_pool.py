@@ -20,7 +20,7 @@ class FakeEngine:
         self.stats = EngineStats()
         self.prompts: list[list[int]] = []
 
-    def submit(self, prompt: Sequence[int], params: SamplingParams) -> Generation:
+    def submit(self, prompt: Sequence[int], params: SamplingParams, media: Sequence[object] = ()) -> Generation:
         self.stats.submitted += 1
         self.prompts.append(list(prompt))
         return Generation(asyncio.get_running_loop(), len(prompt))

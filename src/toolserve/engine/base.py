@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from toolserve.types import SamplingParams, TokenEvent
+from toolserve.types import ImageData, SamplingParams, TokenEvent
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,29 @@ class ModelInfo:
     eos_token: str
     add_bos: bool
     chat_template: str | None
+    vision: bool = False  # a multimodal projector is loaded: prompts may hold images
+
+
+@dataclass(frozen=True)
+class MediaSpan:
+    """An image inside a prompt. The prompt's token list holds `n_tokens` copies of `key` (a
+    negative id derived from the image's digest) from `start` on, so that prefix matching,
+    and with it the prompt cache, treats a resent image like resent text."""
+
+    start: int
+    n_tokens: int
+    n_pos: int  # context positions it takes (fewer than n_tokens with M-RoPE)
+    key: int
+    handle: Any = field(default=None, compare=False, repr=False)  # the engine's encoded input
+
+    @property
+    def end(self) -> int:
+        return self.start + self.n_tokens
+
+
+def media_key(digest: str) -> int:
+    """The stand-in token id of an image: negative, so no real token has it."""
+    return -1 - int(digest[:7], 16)
 
 
 @dataclass
@@ -117,8 +140,14 @@ class Engine(Protocol):
         """The vocabulary as the constraint engine wants it (built on demand, can be slow)."""
         ...
 
-    def submit(self, prompt: Sequence[int], params: SamplingParams) -> Generation:
-        """Queue a generation; must be called from the event loop thread."""
+    def tokenize_image(self, image: ImageData) -> list[int | MediaSpan]:
+        """The model's tokens for one image: its begin/end tokens around one MediaSpan (whose
+        `start` the caller sets). Only for engines with `info.vision`; may be slow (resizing)."""
+        ...
+
+    def submit(self, prompt: Sequence[int], params: SamplingParams, media: Sequence[MediaSpan] = ()) -> Generation:
+        """Queue a generation; must be called from the event loop thread. `media` are the
+        images in `prompt`, in order."""
         ...
 
     def close(self) -> None: ...

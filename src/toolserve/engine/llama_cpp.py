@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import dataclasses
 import logging
 import os
 import queue
@@ -15,10 +16,10 @@ import llama_cpp
 import numpy as np
 from llama_cpp import _internals
 
-from toolserve.engine.base import EngineStats, Generation, ModelInfo
+from toolserve.engine.base import EngineStats, Generation, MediaSpan, ModelInfo, media_key
 from toolserve.engine.prompt_cache import CacheEntry, PromptCache, common_prefix
-from toolserve.errors import EngineFailure, ModelLoadError
-from toolserve.types import SamplingParams, TokenConstraint, TokenEvent, TokenLogprob
+from toolserve.errors import EngineFailure, InvalidRequest, ModelLoadError
+from toolserve.types import ImageData, SamplingParams, TokenConstraint, TokenEvent, TokenLogprob
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,45 @@ def aligned(n: int) -> int:
     return n - n % PREFILL_CHUNK
 
 
+def boundary(limit: int, media: Sequence[MediaSpan]) -> int:
+    """The longest prefix of at most `limit` prompt tokens that a fresh evaluation computes in
+    the same batches: it ends at a multiple of PREFILL_CHUNK outside any image, or at an image's
+    start or end (images are evaluated whole)."""
+    best = aligned(limit)
+    for m in media:
+        if m.start < best < m.end:
+            best = m.start
+    for m in media:
+        if m.end <= limit:
+            best = max(best, m.end)
+        elif m.start <= limit:
+            best = max(best, m.start)
+    return best
+
+
+def position(index: int, media: Sequence[MediaSpan]) -> int:
+    """Context position of prompt index `index` (not inside an image): images under M-RoPE take
+    fewer positions than tokens."""
+    return index - sum(m.n_tokens - m.n_pos for m in media if m.end <= index)
+
+
+@llama_cpp.llama_log_callback
+def _quiet(level: int, text: bytes, user_data: object) -> None:
+    """libmtmd's log sink: its per-image chatter stays out of the server's output."""
+
+
+class _Chunk:
+    """An encoded-input chunk of libmtmd, freed with its last reference."""
+
+    def __init__(self, ptr: object):
+        self.ptr = ptr
+
+    def __del__(self) -> None:
+        from llama_cpp import mtmd_cpp
+
+        mtmd_cpp.mtmd_input_chunk_free(self.ptr)
+
+
 class LlamaCppEngine:
     """Runs a GGUF model with llama-cpp-python on a single worker thread."""
 
@@ -63,6 +103,7 @@ class LlamaCppEngine:
         cache_ram_mb: int = 0,
         cache_type_k: str = "f16",
         cache_type_v: str = "f16",
+        mmproj: str | None = None,
     ):
         threads = n_threads or os.cpu_count() or 1
         try:
@@ -70,6 +111,7 @@ class LlamaCppEngine:
                 model_path=path,
                 n_ctx=n_ctx,
                 n_batch=n_batch,
+                n_ubatch=n_batch,  # an image's embeddings go in one batch (non-causal encoders need it)
                 n_threads=threads,
                 n_threads_batch=threads,
                 type_k=KV_TYPES[cache_type_k],
@@ -87,6 +129,12 @@ class LlamaCppEngine:
         self._n_vocab = model.n_vocab()
         self._pieces: dict[int, bytes] = {}  # token id -> text bytes, special tokens included
         meta = self._llm.metadata
+        self._n_batch = n_batch
+        self._mtmd: object | None = None
+        self._mtmd_lock = threading.Lock()  # libmtmd's context is used by tokenize_image and the worker
+        self._mrope = False
+        if mmproj is not None:
+            self._mtmd = self._load_mmproj(mmproj, threads)
         bos, eos = model.token_bos(), model.token_eos()
         self.info = ModelInfo(
             path=path,
@@ -99,11 +147,14 @@ class LlamaCppEngine:
             eos_token=self.token_piece(eos).decode("utf-8", "replace") if eos >= 0 else "",
             add_bos=model.add_bos_token(),
             chat_template=meta.get("tokenizer.chat_template"),
+            vision=self._mtmd is not None,
         )
         self.stats = EngineStats()
         self.cache = PromptCache(cache_ram_mb * 1024 * 1024) if cache_ram_mb > 0 else None
         self._live_usable = 0  # how many live-context tokens are whole prompt chunks (reusable)
-        self._jobs: queue.Queue[tuple[Generation, list[int], SamplingParams] | None] = queue.Queue()
+        self._live_media: list[MediaSpan] = []  # images in the live context
+        self._n_past = 0  # context positions in use (tokens, unless M-RoPE images took fewer)
+        self._jobs: queue.Queue[tuple[Generation, list[int], SamplingParams, list[MediaSpan]] | None] = queue.Queue()
         self._worker = threading.Thread(target=self._run, name="toolserve-engine", daemon=True)
         self._worker.start()
 
@@ -122,6 +173,66 @@ class LlamaCppEngine:
     def detokenize(self, tokens: Sequence[int]) -> bytes:
         return b"".join(self.token_piece(t) for t in tokens)
 
+    # -- images (libmtmd) -------------------------------------------------------------------------
+    def _load_mmproj(self, path: str, threads: int) -> object:
+        from llama_cpp import mtmd_cpp
+
+        mtmd_cpp.mtmd_log_set(_quiet, None)
+        mtmd_cpp.mtmd_helper_log_set(_quiet, None)
+        params = mtmd_cpp.mtmd_context_params_default()
+        params.use_gpu = True  # the same device as the model, where llama.cpp was built with one
+        params.n_threads = threads
+        params.print_timings = False
+        params.warmup = False
+        ctx = mtmd_cpp.mtmd_init_from_file(path.encode(), self._llm._model.model, params)
+        if not ctx:
+            self._llm.close()
+            raise ModelLoadError(f"cannot load the multimodal projector {path} for this model")
+        if not mtmd_cpp.mtmd_support_vision(ctx):
+            mtmd_cpp.mtmd_free(ctx)
+            self._llm.close()
+            raise ModelLoadError(f"{path} is not a vision projector")
+        self._mrope = bool(mtmd_cpp.mtmd_decode_use_mrope(ctx))
+        return ctx
+
+    def tokenize_image(self, image: ImageData) -> list[int | MediaSpan]:
+        from llama_cpp import mtmd_cpp
+
+        if self._mtmd is None:
+            raise InvalidRequest("This model accepts text only.")
+        marker = mtmd_cpp.mtmd_default_marker()
+        data = (ctypes.c_ubyte * len(image.rgb)).from_buffer_copy(image.rgb)
+        out: list[int | MediaSpan] = []
+        with self._mtmd_lock:
+            bitmap = mtmd_cpp.mtmd_bitmap_init(image.width, image.height, data)
+            chunks = mtmd_cpp.mtmd_input_chunks_init()
+            try:
+                mtmd_cpp.mtmd_bitmap_set_id(bitmap, image.digest.encode())
+                text = mtmd_cpp.mtmd_input_text(marker, len(marker), False, True)
+                bitmaps = (mtmd_cpp.mtmd_bitmap_p_ctypes * 1)(bitmap)
+                rc = mtmd_cpp.mtmd_tokenize(self._mtmd, chunks, ctypes.byref(text), bitmaps, 1)
+                if rc != 0:
+                    raise InvalidRequest(f"The image ({image.width}x{image.height}) cannot be prepared for this model (libmtmd error {rc}).")
+                for i in range(mtmd_cpp.mtmd_input_chunks_size(chunks)):
+                    chunk = mtmd_cpp.mtmd_input_chunks_get(chunks, i)
+                    if mtmd_cpp.mtmd_input_chunk_get_type(chunk) == mtmd_cpp.MTMD_INPUT_CHUNK_TYPE_TEXT:
+                        n = ctypes.c_size_t()
+                        ids = mtmd_cpp.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
+                        out.extend(ids[k] for k in range(n.value))
+                        continue
+                    n_tokens = mtmd_cpp.mtmd_input_chunk_get_n_tokens(chunk)
+                    if n_tokens > self._n_batch and mtmd_cpp.mtmd_decode_use_non_causal(self._mtmd, chunk):
+                        raise InvalidRequest(
+                            f"The image becomes {n_tokens} tokens, more than this model can take at once ({self._n_batch}); send a smaller image."
+                        )
+                    handle = _Chunk(mtmd_cpp.mtmd_input_chunk_copy(chunk))
+                    n_pos = mtmd_cpp.mtmd_input_chunk_get_n_pos(chunk)
+                    out.append(MediaSpan(0, n_tokens, n_pos, media_key(image.digest), handle))
+            finally:
+                mtmd_cpp.mtmd_input_chunks_free(chunks)
+                mtmd_cpp.mtmd_bitmap_free(bitmap)
+        return out
+
     def grammar_tokenizer(self) -> object:
         """llguidance's view of this vocabulary (for constrain/), with every end-of-generation token."""
         from llguidance.llamacpp import lltokenizer_from_vocab
@@ -133,10 +244,10 @@ class LlamaCppEngine:
             raise EngineFailure(f"cannot read this model's vocabulary for constrained decoding: {exc}") from exc
 
     # -- generation ---------------------------------------------------------------------------
-    def submit(self, prompt: Sequence[int], params: SamplingParams) -> Generation:
+    def submit(self, prompt: Sequence[int], params: SamplingParams, media: Sequence[MediaSpan] = ()) -> Generation:
         gen = Generation(asyncio.get_running_loop(), len(prompt))
         self.stats.submitted += 1
-        self._jobs.put((gen, list(prompt), params))
+        self._jobs.put((gen, list(prompt), params, list(media)))
         return gen
 
     def close(self) -> None:
@@ -144,6 +255,11 @@ class LlamaCppEngine:
         self._worker.join(timeout=30)
         if self.cache is not None:
             self.cache.clear()  # snapshots never outlive the model they came from
+        if self._mtmd is not None:
+            from llama_cpp import mtmd_cpp
+
+            mtmd_cpp.mtmd_free(self._mtmd)
+            self._mtmd = None
         self._llm.close()
 
     def _run(self) -> None:
@@ -151,7 +267,7 @@ class LlamaCppEngine:
             job = self._jobs.get()
             if job is None:
                 return
-            gen, prompt, params = job
+            gen, prompt, params, media = job
             if gen.cancelled:  # its client left while it waited: it never reaches the engine
                 self.stats.finished += 1
                 gen.close("stop")
@@ -159,16 +275,23 @@ class LlamaCppEngine:
             self.stats.active = 1
             self.stats.requests += 1
             try:
-                gen.close(self._generate(gen, prompt, params))
+                gen.close(self._generate(gen, prompt, params, media))
             except Exception as exc:  # a failed decode must not kill the worker
                 log.exception("generation failed")
-                self._llm.reset()
+                self._reset()
                 gen.close(error=EngineFailure(f"generation failed: {exc}"))
             finally:
                 self.stats.active = 0
                 self.stats.finished += 1
 
-    def _prefill(self, gen: Generation, prompt: list[int]) -> bool:
+    def _reset(self) -> None:
+        self._llm.reset()
+        self._llm._ctx.kv_cache_clear()
+        self._live_media = []
+        self._live_usable = 0
+        self._n_past = 0
+
+    def _prefill(self, gen: Generation, prompt: list[int], media: list[MediaSpan]) -> bool:
         """Evaluate the prompt, reusing the longest usable prefix of the live context or a snapshot."""
         llm = self._llm
         live = llm._input_ids[: llm.n_tokens].tolist()
@@ -176,19 +299,21 @@ class LlamaCppEngine:
         if self.cache is not None:  # with the cache off (--cache-ram 0) every prompt is evaluated in full
             reuse = min(common_prefix(live, prompt), self._live_usable)
             entry, entry_len = self.cache.best(prompt)
-            if entry is not None and aligned(min(entry_len, len(prompt) - 1)) > aligned(min(reuse, len(prompt) - 1)):
+            if entry is not None and boundary(min(entry_len, len(prompt) - 1), media) > boundary(min(reuse, len(prompt) - 1), media):
                 self._save_live(live, reuse)
                 self._restore(entry)
                 reuse = entry_len
             else:
                 self._save_live(live, reuse)
         # the last prompt token is always evaluated again, for its logits
-        reuse = aligned(min(reuse, len(prompt) - 1))
-        if reuse > 0 and llm._ctx.kv_cache_seq_rm(-1, reuse, -1):
+        reuse = boundary(min(reuse, len(prompt) - 1), media)
+        if reuse > 0 and llm._ctx.kv_cache_seq_rm(-1, position(reuse, media), -1):
             llm.n_tokens = reuse
         else:
             reuse = 0
-            llm.reset()
+            self._reset()
+        self._live_media = [dataclasses.replace(m, handle=None) for m in media if m.end <= reuse]
+        self._n_past = position(reuse, media)
         gen.cached_tokens = reuse
         self._live_usable = reuse
         self.stats.prompt_tokens += len(prompt)
@@ -198,12 +323,50 @@ class LlamaCppEngine:
                 self.cache.stats.hits += 1
             else:
                 self.cache.stats.misses += 1
-        for start in range(reuse, len(prompt), PREFILL_CHUNK):
+        at = reuse
+        images = {m.start: m for m in media}
+        while at < len(prompt):
             if gen.cancelled:
                 return False
-            llm.eval(prompt[start : start + PREFILL_CHUNK])
-        self._live_usable = aligned(len(prompt))
+            image = images.get(at)
+            if image is not None:
+                self._eval_image(image, prompt)
+                at = image.end
+                continue
+            stop = min([aligned(at) + PREFILL_CHUNK, len(prompt), *(m.start for m in media if m.start > at)])
+            self._eval_text(prompt[at:stop])
+            at = stop
+        self._live_usable = boundary(len(prompt), media)
         return True
+
+    def _eval_text(self, tokens: Sequence[int]) -> None:
+        """Decode text tokens at the next context positions; logits for the last one."""
+        llm = self._llm
+        for i in range(0, len(tokens), self._n_batch):
+            batch = tokens[i : i + self._n_batch]
+            llm._batch.set_batch(batch=batch, n_past=self._n_past, logits_all=False)
+            llm._ctx.decode(llm._batch)
+            llm.input_ids[llm.n_tokens : llm.n_tokens + len(batch)] = batch
+            llm.n_tokens += len(batch)
+            self._n_past += len(batch)
+
+    def _eval_image(self, image: MediaSpan, prompt: list[int]) -> None:
+        """Encode an image with the projector and decode its embeddings into the context."""
+        from llama_cpp import mtmd_cpp
+
+        llm = self._llm
+        new_n_past = llama_cpp.llama_pos(0)
+        with self._mtmd_lock:
+            rc = mtmd_cpp.mtmd_helper_eval_chunk_single(
+                self._mtmd, llm._ctx.ctx, image.handle.ptr, self._n_past, 0, self._n_batch,
+                image.end == len(prompt), ctypes.byref(new_n_past),
+            )
+        if rc != 0:
+            raise EngineFailure(f"encoding an image failed (libmtmd error {rc})")
+        llm.input_ids[llm.n_tokens : llm.n_tokens + image.n_tokens] = image.key
+        llm.n_tokens += image.n_tokens
+        self._n_past = new_n_past.value
+        self._live_media.append(dataclasses.replace(image, handle=None))
 
     def _save_live(self, live: list[int], keep: int) -> None:
         """Snapshot the live context before it is trimmed to `keep` tokens or replaced."""
@@ -218,18 +381,20 @@ class LlamaCppEngine:
         buf = (ctypes.c_uint8 * size)()
         written = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0)
         if written:
-            self.cache.put(live, usable, buf, written)
+            self.cache.put(live, usable, buf, written, self._live_media)
 
     def _restore(self, entry: CacheEntry) -> None:
         llm = self._llm
         llm._ctx.kv_cache_clear()
         if not llama_cpp.llama_state_seq_set_data(llm._ctx.ctx, entry.snapshot, entry.nbytes, 0):
-            llm.reset()
+            self._reset()
             return
         n = len(entry.tokens)
         llm.input_ids[:n] = entry.tokens
         llm.n_tokens = n
         self._live_usable = entry.usable
+        self._live_media = list(entry.media)
+        self._n_past = position(n, self._live_media)
         assert self.cache is not None
         self.cache.touch(entry)
         self.cache.stats.restores += 1
@@ -262,7 +427,8 @@ class LlamaCppEngine:
             s.add_dist(params.seed if params.seed is not None else random.getrandbits(32))
         if penalised:
             for tok in prompt[-PENALTY_LAST_N:]:  # penalties see the recent prompt, as in llama.cpp
-                s.accept(tok)
+                if tok >= 0:  # not an image's stand-in
+                    s.accept(tok)
         return s
 
     def _logprob(self, token: int, top_n: int) -> TokenLogprob:
@@ -277,13 +443,13 @@ class LlamaCppEngine:
             top = tuple((int(i), float(logits[i]) - lse) for i in idx)
         return TokenLogprob(token, float(logits[token]) - lse, top)
 
-    def _generate(self, gen: Generation, prompt: list[int], params: SamplingParams) -> str:
+    def _generate(self, gen: Generation, prompt: list[int], params: SamplingParams, media: list[MediaSpan]) -> str:
         llm = self._llm
-        if not self._prefill(gen, prompt):
+        if not self._prefill(gen, prompt, media):
             return "stop"
         sampler = self._sampler(params, prompt)
         constraint = params.constraint() if params.constraint is not None else None
-        room = llm.n_ctx() - llm.n_tokens
+        room = llm.n_ctx() - self._n_past
         max_tokens = min(params.max_tokens, room)
         for produced in range(1, max_tokens + 1):
             if gen.cancelled:
@@ -303,7 +469,7 @@ class LlamaCppEngine:
                     return "stop"
             if produced == max_tokens:
                 break
-            llm.eval([token])
+            self._eval_text([token])
         return "length"
 
     def _apply_mask(self, constraint: TokenConstraint) -> bool:

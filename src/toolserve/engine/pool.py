@@ -11,9 +11,9 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from toolserve.engine.base import Engine, EngineStats, Generation, ModelInfo
+from toolserve.engine.base import Engine, EngineStats, Generation, MediaSpan, ModelInfo
 from toolserve.engine.prompt_cache import CacheStats, common_prefix
-from toolserve.types import SamplingParams
+from toolserve.types import ImageData, SamplingParams
 
 
 @dataclass
@@ -66,6 +66,9 @@ class EnginePool:
     def grammar_tokenizer(self) -> object:
         return self.engines[0].grammar_tokenizer()
 
+    def tokenize_image(self, image: ImageData) -> list[int | MediaSpan]:
+        return self.engines[0].tokenize_image(image)  # an encoded input runs on any instance
+
     # -- scheduling ---------------------------------------------------------------------------
     def pick(self, prompt: Sequence[int]) -> int:
         """The instance for this prompt: least pending work first, then the longest shared prefix."""
@@ -75,10 +78,10 @@ class EnginePool:
 
         return min(range(len(self.engines)), key=rank)
 
-    def submit(self, prompt: Sequence[int], params: SamplingParams) -> Generation:
+    def submit(self, prompt: Sequence[int], params: SamplingParams, media: Sequence[MediaSpan] = ()) -> Generation:
         i = self.pick(prompt)
         self._last_prompt[i] = list(prompt)
-        return self.engines[i].submit(prompt, params)
+        return self.engines[i].submit(prompt, params, media)
 
     def close(self) -> None:
         for e in self.engines:

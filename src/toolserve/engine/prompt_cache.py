@@ -33,6 +33,7 @@ class CacheEntry:
     usable: int
     snapshot: Any
     nbytes: int
+    media: tuple[Any, ...] = ()  # the engine's MediaSpans inside `tokens` (images)
 
     def reusable(self, prompt: Sequence[int]) -> int:
         return min(common_prefix(self.tokens, prompt), self.usable)
@@ -79,7 +80,7 @@ class PromptCache:
         """True if some entry already offers the first `usable` tokens: saving adds nothing."""
         return any(e.reusable(tokens) >= usable for e in self._entries.values())
 
-    def put(self, tokens: Sequence[int], usable: int, snapshot: Any, nbytes: int) -> bool:
+    def put(self, tokens: Sequence[int], usable: int, snapshot: Any, nbytes: int, media: Sequence[Any] = ()) -> bool:
         """Store a snapshot; entries it makes redundant go, then the least recently used ones
         until the budget holds. A snapshot larger than the whole budget is not stored."""
         if nbytes > self.budget or usable <= 0:
@@ -90,7 +91,7 @@ class PromptCache:
         while self._entries and self.nbytes + nbytes > self.budget:
             self._entries.popitem(last=False)
             self.stats.evictions += 1
-        self._entries[key] = CacheEntry(key, usable, snapshot, nbytes)
+        self._entries[key] = CacheEntry(key, usable, snapshot, nbytes, tuple(media))
         self.stats.saves += 1
         self._sync()
         return True

@@ -68,10 +68,27 @@ def choose_template(
     return bundled_template_source(name), f"bundled:{name}"
 
 
+# Where an image goes in the text that reaches the engine. The engine swaps it for the model's
+# own image tokens (begin/end markers and the image's embeddings).
+MEDIA_MARKER = "<__media__>"
+
+# What templates of vision models write for an `{"type": "image"}` part, most specific first:
+# Qwen2-VL / Qwen2.5-VL, Gemma 3, Llama 4, Pixtral / Mistral, then LLaVA / SmolVLM / LFM2-VL.
+# The engine adds the begin/end tokens itself, so the whole placeholder becomes one marker.
+IMAGE_PLACEHOLDERS = (
+    "<|vision_start|><|image_pad|><|vision_end|>",
+    "<start_of_image>",
+    "<|image|>",
+    "[IMG]",
+    "<image>",
+)
+
+
 @dataclass(frozen=True)
 class TemplateCaps:
     supports_system: bool
     strict_alternation: bool
+    image_placeholder: str | None = None  # the template renders image parts as this text
 
 
 class ChatTemplate:
@@ -102,7 +119,29 @@ class ChatTemplate:
         with_system = self._try([{"role": "system", "content": marker}, {"role": "user", "content": "u"}])
         supports_system = with_system is not None and marker in with_system
         two_users = self._try([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
-        return TemplateCaps(supports_system=supports_system, strict_alternation=two_users is None)
+        text = "\u2063img-probe\u2063"
+        with_image = self._try([{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]) or ""
+        placeholder = next((p for p in IMAGE_PLACEHOLDERS if p in with_image), None) if text in with_image else None
+        return TemplateCaps(
+            supports_system=supports_system, strict_alternation=two_users is None, image_placeholder=placeholder
+        )
+
+    def _image_parts(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Messages whose text holds media markers, as content parts for a template that places
+        images itself (its own placeholder is turned back into the marker after rendering)."""
+        out = []
+        for m in messages:
+            content = m.get("content")
+            if isinstance(content, str) and MEDIA_MARKER in content:
+                parts: list[dict[str, Any]] = []
+                for i, piece in enumerate(content.split(MEDIA_MARKER)):
+                    if i:
+                        parts.append({"type": "image"})
+                    if piece:
+                        parts.append({"type": "text", "text": piece})
+                m = {**m, "content": parts}
+            out.append(m)
+        return out
 
     def _raw_render(
         self, messages: list[dict[str, Any]], *, add_generation_prompt: bool, extra: dict[str, Any]
@@ -147,9 +186,12 @@ class ChatTemplate:
     ) -> str:
         """Render a conversation; a template refusal is a 400, a template fault a 500."""
         try:
-            return self._raw_render(
-                self.adapt(messages), add_generation_prompt=add_generation_prompt, extra=extra or {}
-            )
+            adapted = self.adapt(messages)
+            placeholder = self.caps.image_placeholder
+            if placeholder is None or not any(MEDIA_MARKER in (m.get("content") or "") for m in adapted):
+                return self._raw_render(adapted, add_generation_prompt=add_generation_prompt, extra=extra or {})
+            text = self._raw_render(self._image_parts(adapted), add_generation_prompt=add_generation_prompt, extra=extra or {})
+            return text.replace(placeholder, MEDIA_MARKER)
         except _RaisedByTemplate as exc:
             raise TemplateError(f"the chat template rejected the conversation: {exc}", param="messages") from exc
         except SecurityError as exc:

@@ -23,6 +23,7 @@ from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
 from toolserve.errors import InvalidRequest
+from toolserve.types import ImageData
 
 MAX_REDIRECTS = 3
 
@@ -39,27 +40,17 @@ class ImagePolicy:
     fetch_timeout: float = 10.0  # seconds for one URL, redirects included
 
 
-@dataclass(frozen=True)
-class DecodedImage:
-    """An image as the vision encoder takes it: RGB bytes, row-major, 3 bytes per pixel."""
-
-    width: int
-    height: int
-    rgb: bytes
-    digest: str  # sha256 of the decoded pixels: the prompt cache's key for this image
-
-    @classmethod
-    def from_rgb(cls, width: int, height: int, rgb: bytes) -> DecodedImage:
-        h = hashlib.sha256(f"{width}x{height}:".encode())
-        h.update(rgb)
-        return cls(width, height, rgb, h.hexdigest())
+def decoded(width: int, height: int, rgb: bytes) -> ImageData:
+    h = hashlib.sha256(f"{width}x{height}:".encode())
+    h.update(rgb)
+    return ImageData(width, height, rgb, h.hexdigest())
 
 
 class ImageRefused(InvalidRequest):
     """A 400: an image part that cannot be used, with the part named in `param`."""
 
 
-async def load_image(url: str, policy: ImagePolicy, where: str) -> DecodedImage:
+async def load_image(url: str, policy: ImagePolicy, where: str) -> ImageData:
     """Fetch (if allowed) and decode the image of one `image_url` part at `where`."""
     raw = await read_source(url, policy, where)
     return await asyncio.to_thread(decode_image, raw, policy, where)
@@ -167,7 +158,7 @@ async def fetch_url(url: str, policy: ImagePolicy, where: str) -> bytes:
             raise ImageRefused(f"{where}: cannot fetch the image: {exc}.", param=where) from None
 
 
-def decode_image(raw: bytes, policy: ImagePolicy, where: str) -> DecodedImage:
+def decode_image(raw: bytes, policy: ImagePolicy, where: str) -> ImageData:
     """Decode with Pillow: EXIF orientation applied, transparency flattened onto white, RGB out."""
     from PIL import Image, ImageOps, UnidentifiedImageError
 
@@ -189,7 +180,7 @@ def decode_image(raw: bytes, policy: ImagePolicy, where: str) -> DecodedImage:
                 flat.alpha_composite(rgba)
                 out = flat
             rgb = out.convert("RGB")
-            return DecodedImage.from_rgb(rgb.width, rgb.height, rgb.tobytes())
+            return decoded(rgb.width, rgb.height, rgb.tobytes())
     except ImageRefused:
         raise
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
