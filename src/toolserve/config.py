@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
 
 KV_TYPE_NAMES = ("f32", "f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
 
@@ -31,6 +33,189 @@ class ServerConfig:
     cors_origins: str | None = None  # comma-separated; None: localhost pages only
     max_body_mb: int = 8
     shutdown_grace: float = 10.0
+
+
+UPSTREAM_MODES = ("passthrough", "raw")
+GUIDED_KINDS = ("openai", "vllm", "none")
+
+
+@dataclass(frozen=True)
+class UpstreamConfig:
+    """A model served by another OpenAI-compatible server (vLLM, SGLang, llama.cpp, toolserve)."""
+
+    url: str  # the server's root; a trailing /v1 is accepted
+    api_key: str | None = None  # sent as 'Authorization: Bearer KEY'
+    upstream_model: str | None = None  # the upstream's name of the model; None: its first listed model
+    mode: str = "passthrough"  # passthrough: its chat endpoint; raw: our template + its /v1/completions
+    guided: str = "openai"  # how response_format reaches its completions in raw mode: openai | vllm | none
+    timeout: float = 600.0  # seconds to wait for the upstream's next bytes
+    verify_tls: bool | str = True  # False: no certificate check; a path: a CA bundle
+    chat_template: str | None = None  # raw mode: Jinja file; None: the bundled ChatML
+    tool_format: str = "auto"  # raw mode: a format id, or detected from the template
+    health_interval: float = 5.0  # seconds between health checks while it is up (1 s while down)
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model of a --config file: local (a GGUF) or upstream."""
+
+    id: str
+    local: ModelConfig | None = None
+    upstream: UpstreamConfig | None = None
+    keep_alive: float | None = None  # local: seconds idle before unloading; None: stays loaded
+    preload: bool = False  # local: load at start instead of on first use
+
+
+@dataclass(frozen=True)
+class ModelsConfig:
+    models: tuple[ModelEntry, ...]
+    default: str  # the model of requests that name none
+    memory_mb: int | None = None  # budget for local models (estimated); None: no limit
+
+
+class ConfigError(ValueError):
+    """A --config file that cannot be used; the message is one line naming the place."""
+
+
+_LOCAL_KEYS = {
+    "id", "model", "ctx_size", "threads", "parallel", "chat_template", "tool_format", "cache_ram",
+    "cache_type_k", "cache_type_v", "keep_alive", "preload",
+}
+_UPSTREAM_KEYS = {
+    "id", "url", "api_key", "api_key_env", "upstream_model", "mode", "guided", "timeout", "verify_tls",
+    "chat_template", "tool_format", "health_interval",
+}
+_TOP_KEYS = {"models", "memory_mb", "keep_alive", "default"}
+_INHERITED = ("ctx_size", "threads", "parallel", "cache_ram", "cache_type_k", "cache_type_v")
+DEFAULT_KEEP_ALIVE = 300.0
+
+
+def _typed(where: str, key: str, value: Any, kinds: tuple[type, ...], what: str) -> Any:
+    if isinstance(value, bool) and bool not in kinds:
+        raise ConfigError(f"{where}.{key}: expected {what}, got {value!r}")
+    if not isinstance(value, kinds):
+        raise ConfigError(f"{where}.{key}: expected {what}, got {value!r}")
+    return value
+
+
+def _path(base: Path, value: str) -> str:
+    p = Path(value).expanduser()
+    return str(p if p.is_absolute() else base / p)
+
+
+def _keep_alive(where: str, raw: Any) -> float | None:
+    if raw is None:
+        return None
+    value = float(_typed(where, "keep_alive", raw, (int, float), "seconds (a number, or null for never)"))
+    return None if value < 0 else value
+
+
+def _local_entry(where: str, d: dict[str, Any], base: Path, defaults: ModelConfig, keep_alive: float | None) -> ModelEntry:
+    from toolserve.modelfile import BUNDLED_FILE
+
+    model = d.get("model")
+    if model is not None:
+        _typed(where, "model", model, (str,), "a GGUF path or 'bundled'")
+    path = None if model in (None, "bundled") else _path(base, model)
+    ints: dict[str, Any] = {k: int(_typed(where, k, d[k], (int,), "an integer")) for k in ("ctx_size", "threads", "parallel", "cache_ram") if k in d}
+    strs: dict[str, Any] = {k: str(_typed(where, k, d[k], (str,), "a string")) for k in ("chat_template", "tool_format", "cache_type_k", "cache_type_v") if k in d}
+    for k in ("cache_type_k", "cache_type_v"):
+        if k in strs and strs[k] not in KV_TYPE_NAMES:
+            raise ConfigError(f"{where}.{k}: {strs[k]!r} is not one of {', '.join(KV_TYPE_NAMES)}")
+    if "chat_template" in strs:
+        strs["chat_template"] = _path(base, strs["chat_template"])
+    model_id = d.get("id") or Path(path or BUNDLED_FILE).stem
+    inherited = {k: getattr(defaults, k) for k in _INHERITED}  # the serve flags, as defaults
+    settings: dict[str, Any] = {**inherited, "model": path, "model_alias": str(model_id), **ints, **strs}
+    cfg = ModelConfig(**settings)
+    preload = bool(_typed(where, "preload", d.get("preload", False), (bool,), "true or false"))
+    ka = _keep_alive(where, d["keep_alive"]) if "keep_alive" in d else keep_alive
+    return ModelEntry(id=str(model_id), local=cfg, keep_alive=ka, preload=preload)
+
+
+def _upstream_entry(where: str, d: dict[str, Any], base: Path) -> ModelEntry:
+    url = str(_typed(where, "url", d["url"], (str,), "a URL"))
+    if not url.startswith(("http://", "https://")):
+        raise ConfigError(f"{where}.url: {url!r} is not an http:// or https:// URL")
+    api_key = d.get("api_key")
+    if "api_key_env" in d:
+        name = str(_typed(where, "api_key_env", d["api_key_env"], (str,), "an environment variable name"))
+        api_key = os.environ.get(name)
+        if api_key is None:
+            raise ConfigError(f"{where}.api_key_env: the environment variable {name} is not set")
+    mode = d.get("mode", "passthrough")
+    if mode not in UPSTREAM_MODES:
+        raise ConfigError(f"{where}.mode: {mode!r} is not one of {', '.join(UPSTREAM_MODES)}")
+    guided = d.get("guided", "openai")
+    if guided not in GUIDED_KINDS:
+        raise ConfigError(f"{where}.guided: {guided!r} is not one of {', '.join(GUIDED_KINDS)}")
+    verify = d.get("verify_tls", True)
+    _typed(where, "verify_tls", verify, (bool, str), "true, false or a CA bundle path")
+    if isinstance(verify, str):
+        verify = _path(base, verify)
+    upstream_model = d.get("upstream_model")
+    model_id = d.get("id") or upstream_model
+    if not model_id:
+        raise ConfigError(f"{where}: an upstream model needs 'id' or 'upstream_model'")
+    cfg = UpstreamConfig(
+        url=url,
+        api_key=None if api_key is None else str(api_key),
+        upstream_model=None if upstream_model is None else str(upstream_model),
+        mode=mode,
+        guided=guided,
+        timeout=float(_typed(where, "timeout", d.get("timeout", 600.0), (int, float), "seconds")),
+        verify_tls=verify,
+        chat_template=_path(base, str(d["chat_template"])) if d.get("chat_template") else None,
+        tool_format=str(d.get("tool_format", "auto")),
+        health_interval=float(_typed(where, "health_interval", d.get("health_interval", 5.0), (int, float), "seconds")),
+    )
+    return ModelEntry(id=str(model_id), upstream=cfg)
+
+
+def load_models_config(path: str, defaults: ModelConfig | None = None) -> ModelsConfig:
+    """Read a --config YAML file (see README): the models to serve and the memory budget.
+    Relative paths in it are relative to the file. Local models take unset settings
+    (ctx_size, threads, parallel, cache_ram, cache types) from `defaults`."""
+    import yaml
+
+    file = Path(path).expanduser()
+    try:
+        data = yaml.safe_load(file.read_text("utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping with a 'models' list")
+    unknown = sorted(set(data) - _TOP_KEYS)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key {unknown[0]!r} (known: {', '.join(sorted(_TOP_KEYS))})")
+    models = data.get("models")
+    if not isinstance(models, list) or not models:
+        raise ConfigError(f"{path}: 'models' must be a non-empty list")
+    base = file.resolve().parent
+    keep_alive = _keep_alive(path, data["keep_alive"]) if "keep_alive" in data else DEFAULT_KEEP_ALIVE
+    entries: list[ModelEntry] = []
+    for i, raw in enumerate(models):
+        where = f"{path}: models[{i}]"
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}: expected a mapping")
+        allowed = _UPSTREAM_KEYS if "url" in raw else _LOCAL_KEYS
+        unknown = sorted(set(raw) - allowed)
+        if unknown:
+            kind = "an upstream" if "url" in raw else "a local"
+            raise ConfigError(f"{where}: unknown key {unknown[0]!r} for {kind} model (known: {', '.join(sorted(allowed))})")
+        entry = _upstream_entry(where, raw, base) if "url" in raw else _local_entry(where, raw, base, defaults or ModelConfig(), keep_alive)
+        if any(e.id == entry.id for e in entries):
+            raise ConfigError(f"{where}: the id {entry.id!r} is used twice")
+        entries.append(entry)
+    default = data.get("default", entries[0].id)
+    if default not in {e.id for e in entries}:
+        raise ConfigError(f"{path}: default {default!r} is not the id of a model in the file")
+    memory = data.get("memory_mb")
+    if memory is not None:
+        memory = int(_typed(path, "memory_mb", memory, (int,), "megabytes (an integer)"))
+    return ModelsConfig(models=tuple(entries), default=str(default), memory_mb=memory)
 
 
 def env_default(name: str, default: object) -> object:

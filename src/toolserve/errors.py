@@ -84,3 +84,63 @@ class ModelLoadError(ToolserveError):
     """The model file is missing or unreadable; raised at start-up, never per request."""
 
     code = "model_load_error"
+
+
+class ModelBusy(ToolserveError):
+    """The model has requests in flight (an explicit unload must wait for them)."""
+
+    status = 409
+    type = "invalid_request_error"
+    code = "model_busy"
+
+
+class InsufficientMemory(ToolserveError):
+    """Loading the model would pass the memory budget, even after unloading idle models."""
+
+    status = 503
+    type = "server_error"
+    code = "insufficient_memory"
+
+    def __init__(self, message: str, *, retry_after: int | None = None):
+        super().__init__(message)
+        if retry_after is not None:
+            self.headers = {"Retry-After": str(retry_after)}
+
+
+class UpstreamUnavailable(ToolserveError):
+    """The upstream server of a model cannot be reached (down, or not checked back up yet)."""
+
+    status = 503
+    type = "server_error"
+    code = "upstream_unavailable"
+
+    def __init__(self, message: str, *, retry_after: int = 1):
+        super().__init__(message)
+        self.headers = {"Retry-After": str(retry_after)}
+
+
+class UpstreamTimeout(ToolserveError):
+    """The upstream sent nothing for longer than its timeout."""
+
+    status = 504
+    type = "server_error"
+    code = "upstream_timeout"
+
+
+class UpstreamError(ToolserveError):
+    """The upstream answered with an error: its 4xx as they are, its 5xx as a 502."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 502,
+        type_: str | None = None,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ):
+        super().__init__(message, param=param, code=code or ("upstream_error" if status >= 500 else None))
+        self.status = status
+        self.type = type_ or ("server_error" if status >= 500 else "invalid_request_error")
+        self.headers = headers

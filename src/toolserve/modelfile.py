@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 from toolserve.errors import ModelLoadError
 
@@ -43,3 +44,55 @@ def check_gguf(path: str | Path) -> Path:
 
 def resolve_model(path: str | None) -> Path:
     return check_gguf(path) if path else bundled_model()
+
+
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def gguf_metadata(path: str | Path, *, skip_prefix: str = "tokenizer.") -> dict[str, object]:
+    """The key/value header of a GGUF file, read without loading the model. Keys starting with
+    `skip_prefix` (the vocabulary, large) are skipped, not decoded."""
+    import struct
+
+    def read(f: object, fmt: str) -> Any:
+        size = struct.calcsize(fmt)
+        data = f.read(size)  # type: ignore[attr-defined]
+        if len(data) != size:
+            raise ModelLoadError(f"truncated GGUF header: {path}")
+        return struct.unpack(fmt, data)[0]
+
+    def string(f: object) -> str:
+        n = read(f, "<Q")
+        return bytes(f.read(n)).decode("utf-8", "replace")  # type: ignore[attr-defined]
+
+    def value(f: object, kind: int, keep: bool) -> object:
+        if kind in _SCALARS:
+            return read(f, _SCALARS[kind])
+        if kind == 8:
+            if keep:
+                return string(f)
+            f.seek(read(f, "<Q"), 1)  # type: ignore[attr-defined]
+            return None
+        if kind == 9:
+            item, count = read(f, "<I"), read(f, "<Q")
+            if item in _SCALARS and not keep:
+                f.seek(struct.calcsize(_SCALARS[item]) * count, 1)  # type: ignore[attr-defined]
+                return None
+            items = [value(f, item, keep) for _ in range(count)]
+            return items if keep else None
+        raise ModelLoadError(f"unknown GGUF value type {kind} in {path}")
+
+    p = check_gguf(path)
+    out: dict[str, object] = {}
+    with p.open("rb") as f:
+        f.read(4)
+        version = read(f, "<I")
+        count_fmt = "<I" if version == 1 else "<Q"
+        read(f, count_fmt)  # tensors
+        for _ in range(read(f, count_fmt)):
+            key = string(f)
+            keep = not key.startswith(skip_prefix)
+            v = value(f, read(f, "<I"), keep)
+            if keep:
+                out[key] = v
+    return out

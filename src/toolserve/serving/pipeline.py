@@ -11,7 +11,7 @@ import hashlib
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from toolserve.constrain.matcher import Constrainer
 from toolserve.engine.base import Engine, Generation
@@ -60,14 +60,23 @@ class Limits:
     max_top_logprobs: int = 20  # chat top_logprobs, completions logprobs
 
 
+class Admits(Protocol):
+    in_flight: int
+    last_used: float  # time.monotonic() when a request last started or ended
+
+
 class Ticket:
-    def __init__(self, pipe: Pipeline):
-        self._pipe: Pipeline | None = pipe
+    """A request's place; releasing it (once, or more: harmless) ends the request's claim."""
+
+    def __init__(self, owner: Admits):
+        self._owner: Admits | None = owner
+        owner.last_used = time.monotonic()
 
     def release(self) -> None:
-        if self._pipe is not None:
-            self._pipe.in_flight -= 1
-            self._pipe = None
+        if self._owner is not None:
+            self._owner.in_flight -= 1
+            self._owner.last_used = time.monotonic()
+            self._owner = None
 
 
 def choice_params(params: SamplingParams, index: int) -> SamplingParams:
@@ -87,6 +96,7 @@ class Pipeline:
         self._closing = False  # set by drain(): no new requests
         self._active: set[Generation] = set()  # generations a drain may have to end
         self.in_flight = 0  # admitted requests not yet over
+        self.last_used = time.monotonic()  # for keep_alive: when a request last started or ended
         self.template = template
         self.model_id = model_id
         self.fmt = fmt

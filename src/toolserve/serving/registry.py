@@ -1,0 +1,396 @@
+"""Several models behind one server: routing by `model`, local models loaded on first use and
+unloaded when idle, within a memory budget; upstream models are held here as opaque backends.
+
+Everything here runs on the event loop; loading and unloading run in a thread. One load runs
+at a time (so the budget is decided on settled numbers); requests that want a model being
+loaded wait for that same load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from toolserve.config import ModelConfig
+from toolserve.errors import InsufficientMemory, InvalidRequest, ModelBusy, ModelNotFound, ShuttingDown, ToolserveError
+from toolserve.modelfile import gguf_metadata, resolve_model
+from toolserve.serving.pipeline import Limits, Pipeline
+
+log = logging.getLogger(__name__)
+
+MB = 1024 * 1024
+# bytes per element of each KV cache type (block formats: block bytes / 32 elements)
+_KV_BYTES = {"f32": 4.0, "f16": 2.0, "q8_0": 34 / 32, "q5_1": 24 / 32, "q5_0": 22 / 32, "q4_1": 20 / 32, "q4_0": 18 / 32, "iq4_nl": 18 / 32}
+
+
+def memory_estimate(cfg: ModelConfig) -> int:
+    """Bytes a local model takes once loaded: the GGUF file (mapped once, whatever --parallel),
+    the KV cache of each instance (from the file's metadata) and the prompt-cache budget."""
+    path = resolve_model(cfg.model)
+    meta = gguf_metadata(path)
+    arch = str(meta.get("general.architecture", ""))
+
+    def num(key: str, default: Any = None) -> Any:
+        return meta.get(f"{arch}.{key}", default)
+
+    n_layer = int(num("block_count", 0) or 0)
+    n_head = num("attention.head_count", 0) or 0
+    n_head_kv = num("attention.head_count_kv", n_head)
+    n_embd = int(num("embedding_length", 0) or 0)
+    heads = n_head if isinstance(n_head, int) else max(n_head or [0])
+    k_len = int(num("attention.key_length", n_embd // heads if heads else 0))
+    v_len = int(num("attention.value_length", k_len))
+    per_layer = n_head_kv if isinstance(n_head_kv, list) else [n_head_kv] * n_layer
+    n_ctx = cfg.ctx_size or int(num("context_length", 4096))
+    per_token = sum(int(h) * (k_len * _KV_BYTES[cfg.cache_type_k] + v_len * _KV_BYTES[cfg.cache_type_v]) for h in per_layer)
+    if not per_token:
+        log.info("%s: no attention sizes in the GGUF metadata; its KV cache is left out of the estimate", path)
+    kv = int(per_token * n_ctx) * max(1, cfg.parallel)
+    mmproj = getattr(cfg, "mmproj", None)  # an image projector is loaded beside the model
+    extra = Path(mmproj).stat().st_size if mmproj and Path(mmproj).is_file() else 0
+    return path.stat().st_size + extra + kv + cfg.cache_ram * MB
+
+
+class UpstreamModel(Protocol):
+    """What the registry needs from a model served by another server (toolserve.upstream)."""
+
+    kind: str  # "upstream"
+    in_flight: int
+
+    @property
+    def model_id(self) -> str | None:
+        """Our id; None while the upstream's model is not known yet (not reached so far)."""
+        ...
+
+    def unavailable(self) -> ToolserveError:
+        """The error for a request that cannot be served now."""
+        ...
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def drain(self, grace: float) -> None: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+
+@dataclass(eq=False)
+class LocalModel:
+    """A GGUF model that may or may not be loaded right now."""
+
+    id: str
+    cfg: ModelConfig
+    keep_alive: float | None = None  # idle seconds before unloading; None: stays loaded
+    preload: bool = False
+    estimate: int = 0  # bytes (memory_estimate); 0 when no budget is set
+    pipeline: Pipeline | None = None
+    state: str = "unloaded"  # unloaded | loading | loaded | unloading
+    loads: int = 0
+    reloadable: bool = True  # False: handed over loaded, without a config to load it again
+    holds: int = 0  # requests preparing (e.g. decoding images) before they are admitted
+    last_error: str | None = None
+    loaded_at: float | None = None
+    created: int = field(default_factory=lambda: int(time.time()))
+    kind: str = field(default="local", init=False)
+    _task: asyncio.Future[None] | None = field(default=None, repr=False)  # the load or unload under way
+
+    @property
+    def model_id(self) -> str:
+        return self.id
+
+    @property
+    def in_flight(self) -> int:
+        return self.pipeline.in_flight if self.pipeline is not None else 0
+
+    @property
+    def busy(self) -> bool:
+        """Requests in flight, or being prepared (between the load and their admission)."""
+        return self.in_flight > 0 or self.holds > 0
+
+    @property
+    def last_used(self) -> float:
+        return self.pipeline.last_used if self.pipeline is not None else 0.0
+
+    def status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "state": self.state,
+            "loaded": self.state == "loaded",
+            "in_flight": self.in_flight,
+            "keep_alive": self.keep_alive,
+            "memory_estimate_mb": round(self.estimate / MB) if self.estimate else None,
+            "loads": self.loads,
+        }
+        if self.state == "loaded" and self.keep_alive is not None and not self.busy:
+            out["unloads_in"] = round(max(0.0, self.keep_alive - (time.monotonic() - self.last_used)), 1)
+        if self.last_error:
+            out["last_error"] = self.last_error
+        return out
+
+
+Entry = LocalModel | UpstreamModel
+Loader = Callable[[ModelConfig, Limits], Pipeline]
+
+
+class ModelRegistry:
+    def __init__(
+        self,
+        local: Sequence[LocalModel] = (),
+        upstream: Sequence[UpstreamModel] = (),
+        *,
+        default: str | None = None,
+        memory_mb: int | None = None,
+        limits: Limits | None = None,
+        loader: Loader | None = None,
+        reap_interval: float = 1.0,
+    ):
+        self.entries: list[Entry] = [*local, *upstream]
+        if not self.entries:
+            raise ValueError("a registry needs at least one model")
+        self.local = list(local)
+        self.upstream = list(upstream)
+        self.default = default
+        self.budget = memory_mb * MB if memory_mb is not None else None
+        self.limits = limits or Limits()
+        self._loader = loader
+        self._reap_interval = reap_interval
+        self._lock = asyncio.Lock()  # one load at a time
+        self._reaper: asyncio.Task[None] | None = None
+        self._load_hooks: list[Callable[[str, Pipeline], None]] = []
+        self.closing = False
+        for m in self.local:
+            if m.state == "unloaded" and not m.estimate:
+                m.estimate = memory_estimate(m.cfg)  # also checks, at start, that the file is a GGUF
+            if self.budget is not None and m.estimate > self.budget:
+                raise InsufficientMemory(
+                    f"model '{m.id}' needs about {m.estimate / MB:.0f} MB (file, KV cache, prompt cache), "
+                    f"more than the memory budget of {self.budget // MB} MB"
+                )
+
+    @classmethod
+    def single(cls, pipeline: Pipeline, cfg: ModelConfig | None = None) -> ModelRegistry:
+        """One local model, loaded already and never unloaded when idle (`toolserve serve`
+        without --config). With its `cfg`, an explicit unload frees it and the next request
+        loads it again; without, it cannot be unloaded."""
+        m = LocalModel(
+            pipeline.model_id, cfg or ModelConfig(), pipeline=pipeline, state="loaded", loads=1,
+            loaded_at=time.time(), reloadable=cfg is not None,
+        )
+        return cls([m], default=m.id, limits=pipeline.limits)
+
+    # -- routing -------------------------------------------------------------------------------
+    def ids(self) -> list[str]:
+        return [e.model_id for e in self.entries if e.model_id is not None]
+
+    def default_entry(self) -> Entry:
+        if self.default is not None:
+            for e in self.entries:
+                if e.model_id == self.default:
+                    return e
+        return self.entries[0]
+
+    def resolve(self, name: str | None) -> Entry:
+        """The model a request names (none: the default one); 404 naming the known ids."""
+        if not name:
+            return self.default_entry()
+        for e in self.entries:
+            if e.model_id == name:
+                return e
+        for e in self.upstream:
+            if e.model_id is None:  # an upstream not reached yet may serve it: say that instead
+                raise e.unavailable()
+        known = ", ".join(f"'{i}'" for i in self.ids())
+        raise ModelNotFound(f"The model '{name}' does not exist; this server serves {known}.", param="model")
+
+    def find(self, model_id: str) -> Entry:
+        for e in self.entries:
+            if e.model_id == model_id:
+                return e
+        known = ", ".join(f"'{i}'" for i in self.ids())
+        raise ModelNotFound(f"The model '{model_id}' does not exist; this server serves {known}.", param="model")
+
+    def loaded(self) -> list[LocalModel]:
+        return [m for m in self.local if m.state == "loaded" and m.pipeline is not None]
+
+    def on_load(self, hook: Callable[[str, Pipeline], None]) -> None:
+        """Call `hook(id, pipeline)` for every model loaded from now on, and those loaded now."""
+        self._load_hooks.append(hook)
+        for m in self.loaded():
+            assert m.pipeline is not None
+            hook(m.id, m.pipeline)
+
+    # -- loading -------------------------------------------------------------------------------
+    async def pipeline(self, m: LocalModel) -> Pipeline:
+        """The model's pipeline, loading it first if needed (shared by concurrent requests)."""
+        while True:
+            if m.state == "loaded" and m.pipeline is not None:
+                return m.pipeline
+            if m._task is None:
+                m._task = asyncio.ensure_future(self._load(m))
+            # shielded: a request that goes away does not cancel a load others wait for
+            await asyncio.shield(m._task)
+
+    @contextlib.asynccontextmanager
+    async def hold(self, m: LocalModel) -> AsyncIterator[Pipeline]:
+        """The model's pipeline (loaded first if needed), kept from being unloaded while a
+        request prepares; once admitted, its ticket keeps it busy."""
+        pipe = await self.pipeline(m)
+        m.holds += 1
+        try:
+            yield pipe
+        finally:
+            m.holds -= 1
+
+    async def _load(self, m: LocalModel) -> None:
+        try:
+            async with self._lock:
+                if self.closing:
+                    raise ShuttingDown("The server is shutting down; retry on another instance or later.")
+                m.state = "loading"
+                await self._make_room(m)
+                loader = self._loader
+                if loader is None:
+                    from toolserve.serving.loader import load_pipeline
+
+                    loader = load_pipeline
+                started = time.perf_counter()
+                pipe = await asyncio.to_thread(loader, m.cfg, self.limits)
+        except BaseException as exc:
+            m.state = "unloaded"
+            m.last_error = exc.message if isinstance(exc, ToolserveError) else f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            m._task = None
+        m.pipeline, m.state, m.last_error, m.loaded_at = pipe, "loaded", None, time.time()
+        m.loads += 1
+        log.info("model %s loaded in %.2f s", m.id, time.perf_counter() - started)
+        for hook in self._load_hooks:
+            hook(m.id, pipe)
+
+    async def _make_room(self, m: LocalModel) -> None:
+        """Unload idle models, least recently used first, until `m` fits the budget."""
+        if self.budget is None:
+            return
+        while True:
+            others = [o for o in self.local if o is not m and o.state != "unloaded"]
+            idle = sorted((o for o in others if o.state == "loaded" and not o.busy), key=lambda o: o.last_used)
+            if sum(o.estimate for o in others) + m.estimate <= self.budget or not idle:
+                break
+            victim = idle[0]  # checked just now: no await since
+            log.info("unloading %s (idle) to make room for %s within the memory budget", victim.id, m.id)
+            await self._begin_unload(victim)
+        pending = [o for o in others if o.state == "unloading" and o._task is not None]
+        for o in pending:  # being unloaded by someone else: their memory comes back soon
+            with contextlib.suppress(Exception):
+                await o._task  # type: ignore[misc]
+        used = sum(o.estimate for o in self.local if o is not m and o.state != "unloaded")
+        if used + m.estimate > self.budget:
+            busy = ", ".join(f"'{o.id}'" for o in self.local if o is not m and o.state != "unloaded")
+            raise InsufficientMemory(
+                f"Model '{m.id}' needs about {m.estimate / MB:.0f} MB, but {used / MB:.0f} MB of the "
+                f"{self.budget // MB} MB memory budget are held by models with requests in flight ({busy}). Retry later.",
+                retry_after=5,
+            )
+
+    # -- unloading -----------------------------------------------------------------------------
+    def _begin_unload(self, m: LocalModel) -> asyncio.Future[None]:
+        pipe = m.pipeline
+        m.state, m.pipeline = "unloading", None
+
+        async def close() -> None:
+            try:
+                if pipe is not None:
+                    await asyncio.to_thread(pipe.engine.close)
+            finally:
+                m.state, m._task, m.loaded_at = "unloaded", None, None
+                log.info("model %s unloaded", m.id)
+
+        m._task = asyncio.ensure_future(close())
+        return m._task
+
+    async def unload(self, model_id: str) -> LocalModel:
+        """POST /v1/models/{id}/unload: free a local model now (409 while it serves requests)."""
+        m = self.find(model_id)
+        if not isinstance(m, LocalModel):
+            raise InvalidRequest(f"The model '{model_id}' is served by an upstream server; there is nothing to unload here.", param="model")
+        if not m.reloadable:
+            raise InvalidRequest(f"The model '{model_id}' cannot be unloaded: this server could not load it again.", param="model")
+        if m.state == "loading" and m._task is not None:
+            raise ModelBusy(f"The model '{model_id}' is loading; unload it once it is loaded.")
+        if m.busy:
+            raise ModelBusy(f"The model '{model_id}' has {m.in_flight} request(s) in flight; unload it when they are done.")
+        if m.state == "loaded":
+            await self._begin_unload(m)
+        elif m.state == "unloading" and m._task is not None:
+            await m._task
+        return m
+
+    async def _reap(self) -> None:
+        while True:
+            await asyncio.sleep(self._reap_interval)
+            now = time.monotonic()
+            for m in self.local:
+                if (
+                    m.state == "loaded"
+                    and m.keep_alive is not None
+                    and not m.busy
+                    and now - m.last_used >= m.keep_alive
+                ):
+                    log.info("model %s idle for %.0f s (keep_alive %g s): unloading", m.id, now - m.last_used, m.keep_alive)
+                    self._begin_unload(m)
+
+    # -- life cycle ----------------------------------------------------------------------------
+    def preload(self) -> None:
+        """Load the models marked `preload` now, before serving (a failure stops the start)."""
+        wanted = [m for m in self.local if m.preload and m.state == "unloaded"]
+        if self.budget is not None and sum(m.estimate for m in wanted) > self.budget:
+            raise InsufficientMemory(
+                f"the preloaded models need about {sum(m.estimate for m in wanted) / MB:.0f} MB together, "
+                f"more than the memory budget of {self.budget // MB} MB"
+            )
+        for m in wanted:
+            if self._loader is None:
+                from toolserve.serving.loader import load_pipeline
+
+                self._loader = load_pipeline
+            m.pipeline, m.state, m.loaded_at = self._loader(m.cfg, self.limits), "loaded", time.time()
+            m.loads += 1
+
+    async def start(self) -> None:
+        """Check the upstreams and start their health checks; start the idle reaper.
+        Runs in the app's lifespan, before the first request."""
+        for u in self.upstream:
+            await u.start()
+        if any(m.keep_alive is not None for m in self.local):
+            self._reaper = asyncio.create_task(self._reap())
+
+    async def stop(self) -> None:
+        """Stop background work and close the upstream clients (the engines: `close`)."""
+        self.closing = True
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+        for u in self.upstream:
+            await u.close()
+
+    def drain(self, grace: float) -> None:
+        self.closing = True
+        for m in self.loaded():
+            assert m.pipeline is not None
+            m.pipeline.drain(grace)
+        for u in self.upstream:
+            u.drain(grace)
+
+    def close(self) -> None:
+        """Free every loaded engine (after the server stopped)."""
+        for m in self.local:
+            if m.pipeline is not None:
+                m.pipeline.engine.close()
+                m.pipeline, m.state = None, "unloaded"

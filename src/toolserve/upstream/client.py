@@ -1,0 +1,408 @@
+"""Talking to an upstream OpenAI-compatible server: one httpx client per upstream model, its
+health, and what can go wrong mapped to our errors.
+
+- Health: `/health` (or `/v1/models` where `/health` is a 404) at start, then every
+  `health_interval` seconds while up and every second while down. A connection that cannot be
+  made during a request marks the upstream down at once. While down, requests fail fast
+  (503 `upstream_unavailable`); the first good check serves them again.
+- Retries: only a connection that could not be made (nothing was sent) is tried again, twice,
+  then the upstream is down. Nothing is re-sent once the request may have reached the upstream.
+- The timeout is the longest wait for the upstream's next bytes: its first byte (for a
+  non-streaming request, the whole generation), or the next chunk of a stream (504).
+- The upstream's 4xx answers reach the client with their status and message; its 5xx become a
+  502 carrying its message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import ssl
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from toolserve.config import UpstreamConfig
+from toolserve.errors import (
+    ShuttingDown,
+    ToolserveError,
+    UpstreamError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+from toolserve.serving.pipeline import Finish, Limits, Ticket
+
+log = logging.getLogger(__name__)
+
+CONNECT_RETRY_DELAYS = (0.25, 0.5)  # seconds before the 2nd and 3rd attempt to connect
+PROBE_TIMEOUT = 5.0  # seconds a health probe may take
+DOWN_INTERVAL = 1.0  # seconds between health checks while the upstream is down
+
+
+def root_url(url: str) -> str:
+    """The server root: 'http://h:8000/v1/' -> 'http://h:8000'."""
+    url = url.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def safe_url(url: str) -> str:
+    """The URL without user:password, for logs and listings."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc).strip()
+    kinds: dict[type[BaseException], str] = {
+        httpx.ConnectError: "cannot connect",
+        httpx.ConnectTimeout: "connection timed out",
+        httpx.ReadTimeout: "no answer in time",
+        httpx.RemoteProtocolError: "the connection broke",
+        httpx.ReadError: "the connection broke",
+    }
+    kind = kinds.get(type(exc), type(exc).__name__)
+    return f"{kind} ({text})" if text else kind
+
+
+def error_from_body(status: int, body: bytes, headers: httpx.Headers | None = None) -> UpstreamError:
+    """An upstream's error answer as our error: OpenAI's shape, vLLM's older flat shape,
+    FastAPI's `detail`, or plain text."""
+    message, type_, param, code = "", None, None, None
+    try:
+        data: Any = json.loads(body)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        err = data.get("error")
+        if isinstance(err, dict):
+            message = str(err.get("message") or "")
+            type_, param, code = err.get("type"), err.get("param"), err.get("code")
+        elif isinstance(err, str):
+            message = err
+        elif "message" in data:  # vLLM before 0.6: {"object": "error", "message", "type", "code"}
+            message, type_, code = str(data["message"]), data.get("type"), data.get("code")
+        elif "detail" in data:  # FastAPI
+            detail = data["detail"]
+            message = detail if isinstance(detail, str) else json.dumps(detail, ensure_ascii=False)[:500]
+    if not message:
+        message = body.decode("utf-8", "replace").strip()[:500] or f"HTTP {status}"
+    extra = {k: headers[k] for k in ("retry-after",) if headers is not None and k in headers}
+    if status >= 500:
+        return UpstreamError(f"The upstream server failed (HTTP {status}): {message}", status=502, headers=extra or None)
+    return UpstreamError(
+        message,
+        status=status,
+        type_=type_ if isinstance(type_, str) else None,
+        param=param if isinstance(param, str) else None,
+        code=code if isinstance(code, str) else None,
+        headers=extra or None,
+    )
+
+
+def _verify(value: bool | str) -> bool | ssl.SSLContext:
+    if isinstance(value, str):
+        return ssl.create_default_context(cafile=value)
+    return value
+
+
+class UpstreamClient:
+    """HTTP to one upstream server, and whether it is up."""
+
+    def __init__(self, cfg: UpstreamConfig, name: Callable[[], str] | None = None):
+        self.url = root_url(cfg.url)
+        self._name = name or (lambda: safe_url(cfg.url))  # our model id, for messages
+        self.timeout = cfg.timeout
+        self.interval = cfg.health_interval
+        headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+        self.http = httpx.AsyncClient(
+            base_url=self.url,
+            headers=headers,
+            timeout=httpx.Timeout(cfg.timeout, connect=min(cfg.timeout, 10.0)),
+            verify=_verify(cfg.verify_tls),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
+            trust_env=False,  # never through a proxy from the environment by surprise
+        )
+        self.healthy: bool | None = None  # None: not checked yet (requests are tried)
+        self.error: str | None = None
+        self.checked_at: float | None = None
+        self.models: list[dict[str, Any]] = []  # the upstream's /v1/models data
+        self._task: asyncio.Task[None] | None = None
+        self._open: set[httpx.Response] = set()  # responses being read, closed by abort_all
+        self._aborted = False
+        self._closing: set[asyncio.Future[None]] = set()
+
+    # -- health ----------------------------------------------------------------------------
+    def _set(self, ok: bool, error: str | None) -> None:
+        if ok and self.healthy is not True:
+            log.info("upstream %s (%s) is up", self._name(), safe_url(self.url))
+        elif not ok and self.healthy is not False:
+            log.warning("upstream %s (%s) is down: %s", self._name(), safe_url(self.url), error)
+        self.healthy, self.error, self.checked_at = ok, None if ok else error, time.time()
+
+    def mark_down(self, error: str) -> None:
+        self._set(False, error)
+
+    async def check(self) -> bool:
+        """Probe /health (or /v1/models), and refresh the upstream's model list."""
+        try:
+            r = await self.http.get("/health", timeout=PROBE_TIMEOUT)
+            models = None
+            if r.status_code == 404:  # llama-cpp-python's server, OpenAI itself: no /health
+                r = await self.http.get("/v1/models", timeout=PROBE_TIMEOUT)
+                models = r
+            ok = 200 <= r.status_code < 300
+            error = None if ok else f"its health check answered HTTP {r.status_code}"
+            if ok and models is None:
+                with contextlib.suppress(httpx.HTTPError):
+                    models = await self.http.get("/v1/models", timeout=PROBE_TIMEOUT)
+            if ok and models is not None and models.status_code == 200:
+                with contextlib.suppress(ValueError, AttributeError):
+                    data = models.json().get("data")
+                    if isinstance(data, list):
+                        self.models = [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        except httpx.HTTPError as exc:
+            ok, error = False, describe(exc)
+        self._set(ok, error)
+        return ok
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval if self.healthy else min(DOWN_INTERVAL, self.interval))
+            try:
+                await self.check()
+            except Exception:  # a health loop must not die
+                log.exception("health check of upstream %s failed", self._name())
+
+    async def start(self) -> None:
+        await self.check()
+        self._task = asyncio.create_task(self._watch())
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self.http.aclose()
+
+    def unavailable(self) -> UpstreamUnavailable:
+        why = self.error or "it has not answered yet"
+        return UpstreamUnavailable(
+            f"The model '{self._name()}' is unavailable: its upstream server cannot be reached ({why}). "
+            f"toolserve checks it every {DOWN_INTERVAL:g} s and serves the model again as soon as it answers.",
+        )
+
+    def require(self) -> None:
+        if self.healthy is False:
+            raise self.unavailable()
+
+    # -- requests --------------------------------------------------------------------------
+    async def open(self, path: str, body: dict[str, Any]) -> httpx.Response:
+        """POST and return the response once its headers arrived and its status is 2xx
+        (the body is read by the caller: `read_json` or `sse`). Errors are ours."""
+        self.require()
+        resp = None
+        for attempt in range(len(CONNECT_RETRY_DELAYS) + 1):
+            try:
+                resp = await self.http.send(self.http.build_request("POST", path, json=body), stream=True)
+                break
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # nothing was sent: safe to try again
+                if attempt == len(CONNECT_RETRY_DELAYS):
+                    self.mark_down(describe(exc))
+                    raise self.unavailable() from None
+                await asyncio.sleep(CONNECT_RETRY_DELAYS[attempt])
+            except httpx.TimeoutException:
+                raise self._timeout() from None
+            except httpx.HTTPError as exc:
+                raise UpstreamError(f"The upstream server failed: {describe(exc)}") from None
+        assert resp is not None
+        if self.healthy is None:
+            self._set(True, None)
+        if resp.status_code >= 400:
+            try:
+                data = await resp.aread()
+            except httpx.HTTPError:
+                data = b""
+            finally:
+                await resp.aclose()
+            raise error_from_body(resp.status_code, data, resp.headers)
+        return resp
+
+    def _timeout(self) -> UpstreamTimeout:
+        return UpstreamTimeout(f"The upstream server of model '{self._name()}' sent nothing for {self.timeout:g} s (its timeout).")
+
+    def _broken(self, exc: BaseException) -> ToolserveError:
+        if self._aborted:
+            return ShuttingDown("The server shut down before this request finished.")
+        if isinstance(exc, httpx.TimeoutException):
+            return self._timeout()
+        return UpstreamError(f"The upstream server broke off the answer: {describe(exc)}")
+
+    async def read_json(self, resp: httpx.Response) -> dict[str, Any]:
+        self._open.add(resp)
+        try:
+            data = await resp.aread()
+        except httpx.HTTPError as exc:
+            raise self._broken(exc) from None
+        finally:
+            self._open.discard(resp)
+            await resp.aclose()
+        try:
+            body = json.loads(data)
+        except ValueError:
+            raise UpstreamError("The upstream server answered with something that is not JSON.") from None
+        if not isinstance(body, dict):
+            raise UpstreamError("The upstream server answered with JSON that is not an object.")
+        return body
+
+    async def sse(self, resp: httpx.Response) -> AsyncIterator[dict[str, Any]]:
+        """The JSON objects of an SSE stream, up to `[DONE]`. An error event from the upstream
+        is raised as our error; a stream cut short, or silent past the timeout, too."""
+        self._open.add(resp)
+        done = False
+        try:
+            async for line in resp.aiter_lines():
+                if not line.startswith("data:"):
+                    continue  # comments (pings), event names, blank separators
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    done = True
+                    break
+                try:
+                    obj = json.loads(data)
+                except ValueError:
+                    raise UpstreamError("The upstream server sent an event that is not JSON.") from None
+                if isinstance(obj, dict) and "error" in obj and not obj.get("choices"):
+                    err = obj["error"]
+                    raise error_from_body(502, json.dumps({"error": err}).encode())
+                if isinstance(obj, dict):
+                    yield obj
+        except httpx.HTTPError as exc:
+            raise self._broken(exc) from None
+        finally:
+            self._open.discard(resp)
+            await resp.aclose()
+        if not done and self._aborted:
+            raise ShuttingDown("The server shut down before this request finished.")
+
+    def abort_all(self) -> None:
+        """End every answer being read (shutdown grace over): their readers get an error."""
+        self._aborted = True
+        for resp in list(self._open):
+            task = asyncio.ensure_future(resp.aclose())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+
+class UpstreamBackend:
+    """What both modes share: our id, admission, health, the /v1/models card."""
+
+    kind = "upstream"
+    mode = "passthrough"
+
+    def __init__(self, cfg: UpstreamConfig, alias: str | None = None, limits: Limits | None = None):
+        self.cfg = cfg
+        self.alias = alias
+        self.limits = limits or Limits()
+        self.client = UpstreamClient(cfg, name=lambda: self.model_id or safe_url(cfg.url))
+        self.in_flight = 0
+        self.last_used = time.monotonic()
+        self.created = int(time.time())
+        self.observers: list[Any] = []  # callables taking a Finish (metrics)
+        self._closing = False
+        digest = hashlib.sha256(f"{root_url(cfg.url)}:{cfg.upstream_model}:{cfg.mode}".encode()).hexdigest()
+        self.fingerprint = f"fp_{digest[:10]}"
+
+    @property
+    def upstream_model(self) -> str | None:
+        """The upstream's name of the model: configured, else the first one it lists."""
+        if self.cfg.upstream_model:
+            return self.cfg.upstream_model
+        return str(self.client.models[0]["id"]) if self.client.models else None
+
+    @property
+    def model_id(self) -> str | None:
+        return self.alias or self.upstream_model
+
+    @property
+    def available(self) -> bool:
+        return self.client.healthy is not False
+
+    def unavailable(self) -> ToolserveError:
+        return self.client.unavailable()
+
+    def admit(self) -> Ticket:
+        if self._closing:
+            raise ShuttingDown("The server is shutting down; retry on another instance or later.")
+        self.client.require()
+        self.in_flight += 1
+        return Ticket(self)
+
+    def upstream_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        out = dict(body)
+        name = self.upstream_model
+        if name is None:
+            out.pop("model", None)  # the upstream's own default
+        else:
+            out["model"] = name
+        return out
+
+    def observe(self, done: Finish) -> None:
+        for fn in self.observers:
+            fn(done)
+
+    async def start(self) -> None:
+        await self.client.start()
+        if self.model_id is None:
+            log.warning("upstream %s: its model is not known yet (it has not answered)", safe_url(self.cfg.url))
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    def drain(self, grace: float) -> None:
+        self._closing = True
+        asyncio.get_running_loop().call_later(grace, self.client.abort_all)
+
+    def status(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "backend": "upstream",
+            "mode": self.mode,
+            "available": self.available,
+            "loaded": self.client.healthy is True,
+            "in_flight": self.in_flight,
+            "upstream_model": self.upstream_model,
+        }
+        if self.client.error:
+            out["error"] = self.client.error
+        return out
+
+    def card(self) -> dict[str, Any]:
+        theirs = next((m for m in self.client.models if m.get("id") == self.upstream_model), {})
+        card: dict[str, Any] = {
+            "id": self.model_id,
+            "object": "model",
+            "created": theirs.get("created", self.created),
+            "owned_by": theirs.get("owned_by", "upstream"),
+        }
+        if isinstance(theirs.get("max_model_len"), int):
+            card["max_model_len"] = theirs["max_model_len"]
+        card["toolserve"] = {
+            **self.status(),
+            "url": safe_url(self.cfg.url),
+            "timeout": self.cfg.timeout,
+            "verify_tls": self.cfg.verify_tls is not False,
+            **self.extra_card(),
+        }
+        return card
+
+    def extra_card(self) -> dict[str, Any]:
+        return {}

@@ -1,0 +1,129 @@
+"""--config files, the memory estimate, routing by model, and how upstream errors are read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolserve.config import ConfigError, ModelConfig, load_models_config
+from toolserve.errors import InsufficientMemory, ModelNotFound
+from toolserve.modelfile import bundled_model, gguf_metadata
+from toolserve.serving.registry import MB, LocalModel, ModelRegistry, memory_estimate
+from toolserve.upstream.client import error_from_body, root_url, safe_url
+
+
+def write(tmp_path: Path, text: str) -> str:
+    p = tmp_path / "models.yaml"
+    p.write_text(text)
+    return str(p)
+
+
+def test_a_full_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VLLM_KEY", "secret")
+    path = write(tmp_path, """
+memory_mb: 2048
+keep_alive: 60
+default: big
+models:
+  - id: small
+    ctx_size: 1024
+    chat_template: templates/mine.jinja
+  - model: weights/other.gguf
+    keep_alive: null
+    preload: true
+  - id: big
+    url: https://gpu-box:8000/v1
+    api_key_env: VLLM_KEY
+    upstream_model: meta-llama/Llama-3.3-70B-Instruct
+    mode: raw
+    guided: vllm
+    timeout: 30
+    verify_tls: ca.pem
+    tool_format: llama3_json
+""")
+    mc = load_models_config(path, ModelConfig(threads=3, cache_ram=64))
+    assert [e.id for e in mc.models] == ["small", "other", "big"]
+    assert (mc.default, mc.memory_mb) == ("big", 2048)
+    small, other, big = mc.models
+    assert small.local is not None and small.local.model is None  # the bundled model
+    assert small.local.ctx_size == 1024 and small.local.threads == 3 and small.local.cache_ram == 64  # flags as defaults
+    assert small.local.chat_template == str(tmp_path / "templates/mine.jinja")  # relative to the file
+    assert small.keep_alive == 60 and not small.preload
+    assert other.local is not None and other.local.model == str(tmp_path / "weights/other.gguf")
+    assert other.keep_alive is None and other.preload
+    up = big.upstream
+    assert up is not None and big.local is None
+    assert (up.api_key, up.mode, up.guided, up.timeout, up.tool_format) == ("secret", "raw", "vllm", 30.0, "llama3_json")
+    assert up.verify_tls == str(tmp_path / "ca.pem")
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("models: []", "non-empty list"),
+        ("models:\n  - ctx: 10", "unknown key 'ctx' for a local model"),
+        ("models:\n  - url: http://x\n    upstream_model: m\n    mode: fast", "'fast' is not one of passthrough, raw"),
+        ("models:\n  - url: http://x\n    upstream_model: m\n    guided: xgrammar", "guided"),
+        ("models:\n  - url: http://x", "needs 'id' or 'upstream_model'"),
+        ("models:\n  - url: ftp://x\n    id: a", "not an http"),
+        ("models:\n  - id: a\n  - id: a", "used twice"),
+        ("models:\n  - id: a\ndefault: b", "default 'b'"),
+        ("models:\n  - id: a\n    ctx_size: big", "models[0].ctx_size: expected an integer"),
+        ("models:\n  - id: a\n    cache_type_k: q3", "cache_type_k"),
+        ("models:\n  - url: http://x\n    id: a\n    api_key_env: NO_SUCH_VARIABLE_HERE", "NO_SUCH_VARIABLE_HERE is not set"),
+        ("modles: []", "unknown key 'modles'"),
+        ("models: [", "not valid YAML"),
+    ],
+)
+def test_errors_name_the_place(tmp_path: Path, text: str, needle: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_models_config(write(tmp_path, text))
+    assert needle in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_memory_estimate_from_the_gguf_header() -> None:
+    meta = gguf_metadata(bundled_model())
+    assert meta["general.architecture"] == "llama" and meta["llama.block_count"] == 30
+    assert not any(k.startswith("tokenizer.") for k in meta)  # the vocabulary is skipped
+    cfg = ModelConfig(ctx_size=1024, cache_ram=32)
+    kv = 30 * 3 * (64 + 64) * 2 * 1024  # layers x kv heads x (k + v head size) x f16 x context
+    assert memory_estimate(cfg) == bundled_model().stat().st_size + kv + 32 * MB
+    two = memory_estimate(ModelConfig(ctx_size=1024, cache_ram=32, parallel=2, cache_type_k="q8_0", cache_type_v="q8_0"))
+    assert two == bundled_model().stat().st_size + int(30 * 3 * 128 * 34 / 32 * 1024) * 2 + 32 * MB
+
+
+def test_routing_by_model() -> None:
+    reg = ModelRegistry([LocalModel("a", ModelConfig()), LocalModel("b", ModelConfig())], default="b")
+    assert reg.resolve(None).model_id == "b" and reg.resolve("a").model_id == "a"
+    with pytest.raises(ModelNotFound) as err:
+        reg.resolve("c")
+    assert err.value.message == "The model 'c' does not exist; this server serves 'a', 'b'."
+    assert all(isinstance(m, LocalModel) and m.estimate > 0 and m.state == "unloaded" for m in reg.local)
+
+
+def test_a_model_larger_than_the_budget_is_refused_at_start() -> None:
+    with pytest.raises(InsufficientMemory, match="more than the memory budget of 10 MB"):
+        ModelRegistry([LocalModel("a", ModelConfig())], memory_mb=10)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "want"),
+    [
+        (400, {"error": {"message": "bad", "type": "invalid_request_error", "param": "x", "code": "c"}}, (400, "bad", "invalid_request_error", "x", "c")),
+        (400, {"object": "error", "message": "old vllm", "type": "BadRequestError", "code": 400}, (400, "old vllm", "BadRequestError", None, None)),
+        (422, {"detail": "nope"}, (422, "nope", "invalid_request_error", None, None)),
+        (500, {"error": {"message": "boom"}}, (502, "The upstream server failed (HTTP 500): boom", "server_error", None, "upstream_error")),
+    ],
+)
+def test_upstream_error_bodies(status: int, body: dict, want: tuple) -> None:
+    err = error_from_body(status, json.dumps(body).encode())
+    assert (err.status, err.message, err.type, err.param, err.code) == want
+
+
+def test_plain_text_error_and_urls() -> None:
+    assert error_from_body(503, b"overloaded").message == "The upstream server failed (HTTP 503): overloaded"
+    assert root_url("http://h:8000/v1/") == "http://h:8000"
+    assert safe_url("https://user:pw@h:8443/x") == "https://h:8443/x"
