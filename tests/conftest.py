@@ -28,8 +28,10 @@ def toolserve_command() -> list[str]:
 
 
 class Server:
-    def __init__(self, args: list[str]):
-        self.port = free_port()
+    def __init__(self, args: list[str], *, port: int | None = None, ready: tuple[int, ...] = (200,)):
+        """`ready`: the /health statuses that mean started (a front whose upstream is down says 503)."""
+        self.port = port or free_port()
+        self.ready = ready
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(os.devnull, "w")  # noqa: SIM115 - closed in stop()
         cmd = [*toolserve_command(), "serve", "--port", str(self.port), "--log-level", "warning", *args]
@@ -42,7 +44,7 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"toolserve exited: {self.proc.stderr.read() if self.proc.stderr else ''}")
             try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code == 200:
+                if httpx.get(f"{self.url}/health", timeout=1).status_code in self.ready:
                     return
             except httpx.HTTPError:
                 pass

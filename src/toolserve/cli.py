@@ -8,12 +8,26 @@ import logging
 import socket
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from toolserve import __version__
-from toolserve.config import KV_TYPE_NAMES, ModelConfig, ServerConfig, env_default
+from toolserve.config import (
+    GUIDED_KINDS,
+    KV_TYPE_NAMES,
+    UPSTREAM_MODES,
+    ConfigError,
+    ModelConfig,
+    ServerConfig,
+    UpstreamConfig,
+    env_default,
+    load_models_config,
+)
 from toolserve.errors import ToolserveError
 from toolserve.serving.pipeline import Finish, Limits, Pipeline
 from toolserve.types import Message, SamplingParams
+
+if TYPE_CHECKING:
+    from toolserve.serving.registry import ModelRegistry, UpstreamModel
 
 
 def _model_flags(p: argparse.ArgumentParser) -> None:
@@ -46,6 +60,18 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
     )
 
 
+def _upstream_flags(p: argparse.ArgumentParser) -> None:
+    d = UpstreamConfig(url="")
+    p.add_argument("--config", metavar="FILE", default=env_default("config", None), help="YAML file listing several models, local and upstream (see README); replaces --model and --upstream")
+    p.add_argument("--upstream", metavar="URL", default=env_default("upstream", None), help="serve a model of another OpenAI-compatible server (vLLM, SGLang, llama.cpp, toolserve) instead of a local GGUF")
+    p.add_argument("--upstream-api-key", metavar="KEY", default=env_default("upstream_api_key", None), help="API key the upstream wants (sent as a Bearer token)")
+    p.add_argument("--upstream-model", metavar="NAME", default=env_default("upstream_model", None), help="the upstream's model name (default: the first it lists); clients see --model-alias or this")
+    p.add_argument("--upstream-mode", default=env_default("upstream_mode", d.mode), choices=UPSTREAM_MODES, help="passthrough: the upstream's chat endpoint, deltas repaired; raw: toolserve renders (--chat-template, --tool-format) and parses, the upstream completes text")
+    p.add_argument("--upstream-guided", default=env_default("upstream_guided", d.guided), choices=GUIDED_KINDS, help="raw mode: how response_format reaches the upstream (openai: response_format; vllm: also structured_outputs/guided_json; none: refuse)")
+    p.add_argument("--upstream-timeout", type=float, default=env_default("upstream_timeout", d.timeout), help="seconds to wait for the upstream's next bytes (504 after)")
+    p.add_argument("--upstream-insecure", action="store_true", default=env_default("upstream_insecure", False), help="do not verify the upstream's TLS certificate")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolserve", description="A local OpenAI-compatible LLM server.")
     parser.add_argument("--version", action="version", version=f"toolserve {__version__}")
@@ -68,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         flag = "--" + cap.replace("_", "-")
         serve.add_argument(flag, type=int, default=env_default(cap, getattr(Limits, cap)), help=f"largest {what} accepted")
+    _upstream_flags(serve)
     serve.add_argument("--log-prompts", action="store_true", default=env_default("log_prompts", False), help="log each rendered prompt (off: logs never hold prompt text)")
     serve.add_argument("--max-body-mb", type=int, default=env_default("max_body_mb", ServerConfig.max_body_mb), help="largest request body accepted")
     chat = sub.add_parser("chat", help="chat with the model in the terminal")
@@ -103,7 +130,6 @@ def _serve(args: argparse.Namespace) -> int:
 
     from toolserve.api.app import create_app
     from toolserve.api.guard import GuardSettings, is_loopback
-    from toolserve.serving.loader import load_pipeline
 
     sock = _bind(args.host, args.port)  # before loading: a busy port fails fast
     limits = Limits(
@@ -115,14 +141,14 @@ def _serve(args: argparse.Namespace) -> int:
         max_stops=args.max_stops,
         max_top_logprobs=args.max_top_logprobs,
     )
-    pipeline = load_pipeline(_model_config(args), limits)
+    registry = _models(args, limits)
     guard = GuardSettings(
         api_key=args.api_key or None,
         max_body_bytes=args.max_body_mb * 1024 * 1024,
         loopback_only=is_loopback(args.host),
     )
     origins = [o.strip() for o in (args.cors_origins or "").split(",") if o.strip()]
-    app = create_app(pipeline, guard, origins, log_prompts=args.log_prompts)
+    app = create_app(registry, guard, origins, log_prompts=args.log_prompts)
     grace = args.shutdown_grace
     # uvicorn waits for open connections up to its own timeout; ours aborts generations first,
     # so every stream still gets a final error event before the connection closes
@@ -131,17 +157,64 @@ def _serve(args: argparse.Namespace) -> int:
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: object) -> None:
             if not self.should_exit:
-                pipeline.drain(grace)
+                registry.drain(grace)
             super().handle_exit(sig, frame)  # type: ignore[arg-type]
             # uvicorn re-raises the signal after a graceful stop; a finished drain exits 0
             getattr(self, "_captured_signals", []).clear()
 
-    print(f"toolserve: serving {pipeline.model_id} on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
+    names = ", ".join(registry.ids()) or "the upstream's model"
+    print(f"toolserve: serving {names} on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
     try:
         Server(config).run(sockets=[sock])
     finally:
-        pipeline.engine.close()
+        registry.close()
     return 0
+
+
+def _upstream_model(cfg: UpstreamConfig, alias: str | None, limits: Limits) -> UpstreamModel:
+    from toolserve.upstream.passthrough import Passthrough
+    from toolserve.upstream.raw import RawUpstream
+
+    return RawUpstream(cfg, alias, limits) if cfg.mode == "raw" else Passthrough(cfg, alias, limits)
+
+
+def _models(args: argparse.Namespace, limits: Limits) -> ModelRegistry:
+    """The models to serve: a --config file, an --upstream, or one local model loaded now."""
+    from toolserve.serving.loader import load_pipeline
+    from toolserve.serving.registry import LocalModel, ModelRegistry
+
+    if args.config:
+        given = [flag for flag, value in (("--model", args.model), ("--model-alias", args.model_alias), ("--upstream", args.upstream)) if value]
+        if given:
+            raise ToolserveError(f"--config lists the models; drop {' and '.join(given)}")
+        try:
+            mc = load_models_config(args.config, _model_config(args))
+        except ConfigError as exc:
+            raise ToolserveError(str(exc)) from None
+        local = [LocalModel(e.id, e.local, keep_alive=e.keep_alive, preload=e.preload) for e in mc.models if e.local is not None]
+        remote = [_upstream_model(e.upstream, e.id, limits) for e in mc.models if e.upstream is not None]
+        registry = ModelRegistry(local, remote, default=mc.default, memory_mb=mc.memory_mb, limits=limits)
+        registry.preload()
+        return registry
+    if args.upstream:
+        if args.model:
+            raise ToolserveError("--model and --upstream are exclusive: a model is local or upstream")
+        if not args.upstream.startswith(("http://", "https://")):
+            raise ToolserveError(f"--upstream {args.upstream!r} is not an http:// or https:// URL")
+        cfg = UpstreamConfig(
+            url=args.upstream,
+            api_key=args.upstream_api_key or None,
+            upstream_model=args.upstream_model or None,
+            mode=args.upstream_mode,
+            guided=args.upstream_guided,
+            timeout=args.upstream_timeout,
+            verify_tls=not args.upstream_insecure,
+            chat_template=args.chat_template,
+            tool_format=args.tool_format,
+        )
+        return ModelRegistry([], [_upstream_model(cfg, args.model_alias, limits)], limits=limits)
+    one = _model_config(args)
+    return ModelRegistry.single(load_pipeline(one, limits), one)
 
 
 async def _answer(pipe: Pipeline, history: list[Message], params: SamplingParams, out: object) -> str:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -13,21 +14,34 @@ from toolserve.api.errors import install_error_handlers
 from toolserve.api.guard import Guard, GuardSettings
 from toolserve.api.metrics import Metrics
 from toolserve.serving.pipeline import Pipeline
+from toolserve.serving.registry import ModelRegistry
 
 LOCAL_ORIGINS = r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$"
 
 
 def create_app(
-    pipeline: Pipeline,
+    models: Pipeline | ModelRegistry,
     guard: GuardSettings | None = None,
     cors_origins: Sequence[str] | None = None,
     *,
     log_prompts: bool = False,
 ) -> FastAPI:
-    """Build the HTTP app around a loaded pipeline (no globals: tests pass their own)."""
-    app = FastAPI(title="toolserve", version=__version__)
-    app.state.pipeline = pipeline
-    app.state.metrics = Metrics(pipeline)
+    """Build the HTTP app around a loaded pipeline, or a registry of models (no globals: tests
+    pass their own). The registry's background work (upstream health, idle unloading) runs
+    for the app's lifetime."""
+    registry = models if isinstance(models, ModelRegistry) else ModelRegistry.single(models)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await registry.start()
+        try:
+            yield
+        finally:
+            await registry.stop()
+
+    app = FastAPI(title="toolserve", version=__version__, lifespan=lifespan)
+    app.state.registry = registry
+    app.state.metrics = Metrics(registry)
     app.state.log_prompts = log_prompts  # off by default: logs never hold prompt text unless asked
     install_error_handlers(app)
     for module in (chat, completions, misc, metrics):

@@ -12,13 +12,20 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from toolserve.api import convert
-from toolserve.api.deps import PipelineDep, log_prompt
+from toolserve.api.deps import RegistryDep, log_prompt
+from toolserve.api.forward import forward
 from toolserve.api.schemas import ChatCompletionRequest
 from toolserve.api.streaming import sse_response, unless_disconnected
-from toolserve.serving.pipeline import Finish, Pipeline, choice_params
+from toolserve.serving.chat import ChatOptions
+from toolserve.serving.pipeline import Finish, Piece, Pipeline, choice_params
+from toolserve.serving.registry import LocalModel
 from toolserve.types import ContentDelta, Delta, ReasoningDelta, TokenLogprob, ToolCallStart, Usage
+from toolserve.upstream.passthrough import Forwarding
+from toolserve.upstream.raw import Choice, RawUpstream
 
 router = APIRouter()
+
+UNKNOWN_VOCAB = 2**31  # an upstream's vocabulary: the token ids in logit_bias are its to check
 
 
 def usage_json(u: Usage) -> dict[str, Any]:
@@ -92,22 +99,36 @@ class Message:
         return out
 
 
-class ChatRun:
-    """One chat request after validation: a prompt and the parameters of each choice."""
+def remote_choices(up: RawUpstream, prompt_text: str, opts: ChatOptions, req: ChatCompletionRequest) -> Choice:
+    """The choices of a chat request continued by a raw-mode upstream."""
+    logprobs = (req.top_logprobs or 0) if req.logprobs else None
+    base = convert.sampling(req, max_tokens=1, n_vocab=UNKNOWN_VOCAB, logprobs=logprobs)
+    max_tokens = req.max_completion_tokens or req.max_tokens  # None: the upstream's room
+    return up.prepare(prompt_text, opts, base, convert.stops(req), convert.response_schema(req), max_tokens)
 
-    def __init__(self, pipe: Pipeline, req: ChatCompletionRequest):
-        pipe.check_model(req.model)
+
+class ChatRun:
+    """One chat request after validation: a prompt and the parameters of each choice. The model
+    is a local Pipeline, or a raw-mode upstream that continues the rendered prompt remotely;
+    either way the same shaper, chunks and message come out."""
+
+    def __init__(self, pipe: Pipeline | RawUpstream, req: ChatCompletionRequest):
         convert.check_chat_features(req)
         convert.check_caps(req, pipe.limits)
         self.opts = convert.chat_options(req)
-        self.prompt_text = pipe.render_chat(convert.to_messages(req.messages), self.opts)
-        self.prompt = pipe.tokenize_prompt(self.prompt_text)
-        info = pipe.engine.info
-        max_tokens = req.max_completion_tokens or req.max_tokens or info.n_ctx
-        logprobs = (req.top_logprobs or 0) if req.logprobs else None
-        base = convert.sampling(req, max_tokens=max_tokens, n_vocab=info.n_vocab, logprobs=logprobs)
-        constraint = pipe.constraint(self.prompt_text, self.opts, convert.response_schema(req))
-        self.params = pipe.fit(self.prompt, dataclasses.replace(base, constraint=constraint), param="messages")
+        self.remote: Choice | None = None
+        if isinstance(pipe, RawUpstream):
+            self.prompt_text = pipe.render_chat(convert.to_messages(req.messages), self.opts)
+            self.remote = remote_choices(pipe, self.prompt_text, self.opts, req)
+        else:
+            self.prompt_text = pipe.render_chat(convert.to_messages(req.messages), self.opts)
+            self.prompt = pipe.tokenize_prompt(self.prompt_text)
+            info = pipe.engine.info
+            max_tokens = req.max_completion_tokens or req.max_tokens or info.n_ctx
+            logprobs = (req.top_logprobs or 0) if req.logprobs else None
+            base = convert.sampling(req, max_tokens=max_tokens, n_vocab=info.n_vocab, logprobs=logprobs)
+            constraint = pipe.constraint(self.prompt_text, self.opts, convert.response_schema(req))
+            self.params = pipe.fit(self.prompt, dataclasses.replace(base, constraint=constraint), param="messages")
         self.stops = convert.stops(req)
         self.pipe, self.req = pipe, req
         self.id = f"chatcmpl-{uuid.uuid4().hex}"
@@ -127,11 +148,23 @@ class ChatRun:
             out["usage"] = usage_json(usage)
         return out
 
+    def _generate(self, i: int) -> AsyncIterator[Piece | Finish]:
+        if self.remote is not None:
+            return self.remote(i)
+        assert isinstance(self.pipe, Pipeline)
+        return self.pipe.generate(self.prompt, choice_params(self.params, i), self.stops)
+
+    def _logprobs(self, lps: list[TokenLogprob]) -> dict[str, Any] | None:
+        if not self.req.logprobs:
+            return None
+        assert isinstance(self.pipe, Pipeline)  # raw upstreams refuse logprobs
+        return {"content": logprob_entries(self.pipe, lps)}
+
     async def _choice(self, i: int) -> AsyncIterator[tuple[list[Delta], list[TokenLogprob], Finish | None]]:
         """Deltas of choice i with the logprobs of the tokens that produced them; a Finish last."""
         shaper = self.pipe.shaper(self.prompt_text, self.opts)
         pending: list[TokenLogprob] = []
-        async for item in self.pipe.generate(self.prompt, choice_params(self.params, i), self.stops):
+        async for item in self._generate(i):
             if isinstance(item, Finish):
                 tail = shaper.finish()
                 if tail or pending:
@@ -157,7 +190,7 @@ class ChatRun:
                     total = add_usage(total, prompt_once(finish.usage, i))
                     yield self.chunk([{"index": i, "delta": {}, "logprobs": None, "finish_reason": finish.finish_reason}])
                     continue
-                logprobs = {"content": logprob_entries(self.pipe, lps)} if self.req.logprobs else None
+                logprobs = self._logprobs(lps)
                 for d in deltas or [ContentDelta("")]:
                     yield self.chunk([{"index": i, "delta": delta_json(d), "logprobs": logprobs, "finish_reason": None}])
                     logprobs = {"content": []} if self.req.logprobs else None
@@ -175,7 +208,7 @@ class ChatRun:
                 for d in deltas:
                     message.add(d)
                 lps.extend(step_lps)
-            logprobs = {"content": logprob_entries(self.pipe, lps)} if self.req.logprobs else None
+            logprobs = self._logprobs(lps)
             choices.append({"index": i, "message": message.json(), "logprobs": logprobs, "finish_reason": finish})
         body = self.chunk(choices, total)
         body["object"] = "chat.completion"
@@ -183,8 +216,16 @@ class ChatRun:
 
 
 @router.post("/v1/chat/completions")
-async def chat_completions(req: ChatCompletionRequest, request: Request, pipe: PipelineDep) -> Response:
-    run = ChatRun(pipe, req)
+async def chat_completions(req: ChatCompletionRequest, request: Request, registry: RegistryDep) -> Response:
+    model = registry.resolve(req.model)
+    if isinstance(model, RawUpstream):
+        run = ChatRun(model, req)
+    elif isinstance(model, LocalModel):
+        async with registry.hold(model) as pipe:  # not unloaded while the request is prepared
+            run = ChatRun(pipe, req)
+    else:  # passthrough: the upstream's own chat endpoint, its deltas repaired
+        assert isinstance(model, Forwarding)
+        return await forward(request, model, "/v1/chat/completions", req)
     log_prompt(request, run.prompt_text)
     if req.stream:
         return sse_response(run.stream(), on_close=run.ticket.release)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -12,12 +13,16 @@ from fastapi.responses import JSONResponse, Response
 
 from toolserve.api import convert
 from toolserve.api.chat import add_usage, prompt_once, usage_json
-from toolserve.api.deps import PipelineDep, log_prompt
+from toolserve.api.deps import RegistryDep, log_prompt
+from toolserve.api.forward import forward
 from toolserve.api.schemas import CompletionRequest
 from toolserve.api.streaming import sse_response, unless_disconnected
 from toolserve.errors import InvalidRequest
+from toolserve.serving.chat import ChatOptions
 from toolserve.serving.pipeline import Finish, Pipeline, choice_params
+from toolserve.serving.registry import LocalModel
 from toolserve.types import TokenLogprob, Usage
+from toolserve.upstream.passthrough import Forwarding
 
 router = APIRouter()
 
@@ -67,12 +72,16 @@ class LogprobText:
 
 class CompletionRun:
     def __init__(self, pipe: Pipeline, req: CompletionRequest):
-        pipe.check_model(req.model)
         convert.check_completion_features(req)
         convert.check_caps(req, pipe.limits)
         info = pipe.engine.info
         self.prompts = _prompts(pipe, req)
-        base = convert.sampling(req, max_tokens=req.max_tokens or 16, n_vocab=info.n_vocab, logprobs=req.logprobs)
+        # an explicit null: up to the end of the context (as llama.cpp and vLLM read it)
+        max_tokens = req.max_tokens if req.max_tokens is not None else info.n_ctx
+        base = convert.sampling(req, max_tokens=max_tokens, n_vocab=info.n_vocab, logprobs=req.logprobs)
+        schema = convert.response_schema(req)
+        if schema is not None:  # the grammar starts at the first generated token
+            base = dataclasses.replace(base, constraint=pipe.constraint("", ChatOptions(), schema))
         self.params = [pipe.fit(tokens, base, param="prompt") for _, tokens in self.prompts]
         self.stops = convert.stops(req)
         self.pipe, self.req = pipe, req
@@ -143,7 +152,12 @@ class CompletionRun:
 
 
 @router.post("/v1/completions")
-async def completions(req: CompletionRequest, request: Request, pipe: PipelineDep) -> Response:
+async def completions(req: CompletionRequest, request: Request, registry: RegistryDep) -> Response:
+    model = registry.resolve(req.model)
+    if not isinstance(model, LocalModel):  # both upstream modes: the upstream's own completions
+        assert isinstance(model, Forwarding)
+        return await forward(request, model, "/v1/completions", req)
+    pipe = await registry.pipeline(model)
     run = CompletionRun(pipe, req)
     for text, _ in run.prompts:
         log_prompt(request, text)

@@ -150,7 +150,7 @@ def chat_options(req: ChatCompletionRequest) -> ChatOptions:
     )
 
 
-def response_schema(req: ChatCompletionRequest) -> tuple[str, dict[str, Any] | None] | None:
+def response_schema(req: ChatCompletionRequest | CompletionRequest) -> tuple[str, dict[str, Any] | None] | None:
     """('json_object', None) or ('json_schema', schema) for a JSON response_format."""
     rf = req.response_format
     if rf is None or rf.type == "text":

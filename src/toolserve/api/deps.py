@@ -7,14 +7,14 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from toolserve.serving.pipeline import Pipeline
+from toolserve.serving.registry import ModelRegistry
 
 
-def _pipeline(request: Request) -> Pipeline:
-    return request.app.state.pipeline  # type: ignore[no-any-return]
+def _registry(request: Request) -> ModelRegistry:
+    return request.app.state.registry  # type: ignore[no-any-return]
 
 
-PipelineDep = Annotated[Pipeline, Depends(_pipeline)]
+RegistryDep = Annotated[ModelRegistry, Depends(_registry)]
 
 
 prompt_log = logging.getLogger("toolserve.prompts")

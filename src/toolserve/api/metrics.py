@@ -12,6 +12,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from toolserve.serving.pipeline import Finish, Pipeline
+from toolserve.serving.registry import ModelRegistry
 
 router = APIRouter()
 
@@ -19,54 +20,85 @@ ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/
 
 
 class _EngineCollector(Collector):
-    """Queue depth, activity and prompt-cache counters, read from the engine when scraped."""
+    """Per model: queue depth, activity and prompt-cache counters read from the engine when
+    scraped, whether it is loaded (local) or its upstream is up."""
 
-    def __init__(self, pipe: Pipeline):
-        self.pipe = pipe
+    def __init__(self, models: ModelRegistry):
+        self.models = models
 
     def collect(self) -> Iterator[Any]:
-        stats = self.pipe.engine.stats
-        yield GaugeMetricFamily("toolserve_queue_depth", "Requests waiting for the engine", value=max(0, stats.pending - stats.active))
-        yield GaugeMetricFamily("toolserve_active_requests", "Generations running now", value=stats.active)
-        cache = getattr(self.pipe.engine, "cache", None)
-        if cache is not None:
-            for name in ("hits", "misses", "restores", "evictions"):
-                yield CounterMetricFamily(f"toolserve_prompt_cache_{name}", f"Prompt cache {name}", value=getattr(cache.stats, name))
-            yield GaugeMetricFamily("toolserve_prompt_cache_bytes", "Bytes of KV snapshots held", value=cache.stats.bytes)
+        label = ["model"]
+        queue = GaugeMetricFamily("toolserve_queue_depth", "Requests waiting for the engine", labels=label)
+        active = GaugeMetricFamily("toolserve_active_requests", "Generations running now", labels=label)
+        loaded = GaugeMetricFamily("toolserve_model_loaded", "1: loaded (local) or its upstream answers (upstream)", labels=label)
+        in_flight = GaugeMetricFamily("toolserve_in_flight_requests", "Requests admitted and not over", labels=label)
+        cache_counters = {
+            name: CounterMetricFamily(f"toolserve_prompt_cache_{name}", f"Prompt cache {name}", labels=label)
+            for name in ("hits", "misses", "restores", "evictions")
+        }
+        cache_bytes = GaugeMetricFamily("toolserve_prompt_cache_bytes", "Bytes of KV snapshots held", labels=label)
+        for m in self.models.local:
+            loaded.add_metric([m.id], 1 if m.state == "loaded" else 0)
+            in_flight.add_metric([m.id], m.in_flight)
+            pipe = m.pipeline
+            if pipe is None:
+                continue
+            stats = pipe.engine.stats
+            queue.add_metric([m.id], max(0, stats.pending - stats.active))
+            active.add_metric([m.id], stats.active)
+            cache = getattr(pipe.engine, "cache", None)
+            if cache is not None:
+                for name, family in cache_counters.items():
+                    family.add_metric([m.id], getattr(cache.stats, name))
+                cache_bytes.add_metric([m.id], cache.stats.bytes)
+        for u in self.models.upstream:
+            if u.model_id is not None:
+                loaded.add_metric([u.model_id], 1 if u.status().get("loaded") else 0)
+                in_flight.add_metric([u.model_id], u.in_flight)
+        yield from (queue, active, loaded, in_flight, *cache_counters.values(), cache_bytes)
 
 
 class Metrics:
-    def __init__(self, pipe: Pipeline):
+    def __init__(self, models: ModelRegistry):
         self.registry = CollectorRegistry()
         r = self.registry
+        label = ["model"]
         self.requests = Counter("toolserve_requests", "HTTP requests by route and status", ["route", "status"], registry=r)
-        self.prompt_tokens = Counter("toolserve_prompt_tokens", "Prompt tokens read", registry=r)
-        self.cached_tokens = Counter("toolserve_cached_prompt_tokens", "Prompt tokens reused from the cache", registry=r)
-        self.completion_tokens = Counter("toolserve_completion_tokens", "Tokens generated", registry=r)
+        self.prompt_tokens = Counter("toolserve_prompt_tokens", "Prompt tokens read", label, registry=r)
+        self.cached_tokens = Counter("toolserve_cached_prompt_tokens", "Prompt tokens reused from the cache", label, registry=r)
+        self.completion_tokens = Counter("toolserve_completion_tokens", "Tokens generated", label, registry=r)
         self.ttft = Histogram(
-            "toolserve_time_to_first_token_seconds", "Time to first token", registry=r,
+            "toolserve_time_to_first_token_seconds", "Time to first token", label, registry=r,
             buckets=(0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
         )
         self.tpot = Histogram(
-            "toolserve_time_per_output_token_seconds", "Time per generated token after the first", registry=r,
+            "toolserve_time_per_output_token_seconds", "Time per generated token after the first", label, registry=r,
             buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1),
         )
-        r.register(_EngineCollector(pipe))
-        pipe.observers.append(self.observe)
+        r.register(_EngineCollector(models))
+        models.on_load(self._watch)
+        for u in models.upstream:
+            observers = getattr(u, "observers", None)
+            if observers is not None:
+                observers.append(lambda done, u=u: self.observe(u.model_id or "unknown", done))
 
-    def observe(self, done: Finish) -> None:
+    def _watch(self, model_id: str, pipe: Pipeline) -> None:
+        pipe.observers.append(lambda done: self.observe(model_id, done))
+
+    def observe(self, model_id: str, done: Finish) -> None:
         u = done.usage
-        self.prompt_tokens.inc(u.prompt_tokens)
-        self.cached_tokens.inc(u.cached_tokens)
-        self.completion_tokens.inc(u.completion_tokens)
+        self.prompt_tokens.labels(model_id).inc(u.prompt_tokens)
+        self.cached_tokens.labels(model_id).inc(u.cached_tokens)
+        self.completion_tokens.labels(model_id).inc(u.completion_tokens)
         if done.ttft is not None:
-            self.ttft.observe(done.ttft)
+            self.ttft.labels(model_id).observe(done.ttft)
         if u.completion_tokens > 1:
-            self.tpot.observe(done.decode_time / (u.completion_tokens - 1))
+            self.tpot.labels(model_id).observe(done.decode_time / (u.completion_tokens - 1))
 
     def count_request(self, path: str, status: int) -> None:
         route = path if path in ROUTES or path.startswith("/v1/models/") else "other"
-        route = "/v1/models/{id}" if route.startswith("/v1/models/") else route
+        if route.startswith("/v1/models/"):
+            route = "/v1/models/{id}/unload" if route.endswith("/unload") else "/v1/models/{id}"
         self.requests.labels(route, str(status)).inc()
 
 

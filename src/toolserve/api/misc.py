@@ -1,4 +1,4 @@
-"""GET /v1/models, GET /health, POST /tokenize, POST /detokenize."""
+"""GET /v1/models, POST /v1/models/{id}/unload, GET /health, POST /tokenize, POST /detokenize."""
 
 from __future__ import annotations
 
@@ -6,11 +6,15 @@ import dataclasses
 from typing import Any
 
 from fastapi import APIRouter
+from fastapi.responses import JSONResponse
 
 from toolserve.api import convert
-from toolserve.api.deps import PipelineDep
+from toolserve.api.deps import RegistryDep
 from toolserve.api.schemas import DetokenizeRequest, TokenizeRequest
-from toolserve.errors import InvalidRequest
+from toolserve.errors import InvalidRequest, Unsupported
+from toolserve.modelfile import BUNDLED_FILE
+from toolserve.serving.pipeline import Pipeline
+from toolserve.serving.registry import Entry, LocalModel, ModelRegistry
 
 router = APIRouter()
 
@@ -36,34 +40,86 @@ def model_card(pipe: Any) -> dict[str, Any]:
     }
 
 
+def card(entry: Entry) -> dict[str, Any]:
+    """A model of the registry as /v1/models lists it; `toolserve.loaded` says if it is in memory."""
+    if not isinstance(entry, LocalModel):
+        return entry.card()  # type: ignore[attr-defined, no-any-return]
+    if entry.pipeline is not None:
+        out = model_card(entry.pipeline)
+    else:  # not loaded: what the configuration says
+        cfg = entry.cfg
+        out = {
+            "id": entry.id,
+            "object": "model",
+            "created": entry.created,
+            "owned_by": "toolserve",
+            "max_model_len": cfg.ctx_size,
+            "toolserve": {"path": cfg.model or BUNDLED_FILE, "n_ctx": cfg.ctx_size},
+        }
+    out["toolserve"] = {"backend": "local", **out["toolserve"], **entry.status()}
+    return out
+
+
 @router.get("/v1/models")
-async def list_models(pipe: PipelineDep) -> dict[str, Any]:
-    return {"object": "list", "data": [model_card(pipe)]}
+async def list_models(registry: RegistryDep) -> dict[str, Any]:
+    return {"object": "list", "data": [card(e) for e in registry.entries if e.model_id is not None]}
+
+
+@router.post("/v1/models/{model_id:path}/unload")
+async def unload_model(model_id: str, registry: RegistryDep) -> dict[str, Any]:
+    """Free a local model now (LocalAI's 'free'); 409 while it serves requests."""
+    return card(await registry.unload(model_id))
 
 
 @router.get("/v1/models/{model_id:path}")
-async def get_model(model_id: str, pipe: PipelineDep) -> dict[str, Any]:
-    pipe.check_model(model_id)
-    return model_card(pipe)
+async def get_model(model_id: str, registry: RegistryDep) -> dict[str, Any]:
+    return card(registry.find(model_id))
 
 
-@router.get("/health")
-async def health(pipe: PipelineDep) -> dict[str, Any]:
+def engine_stats(pipe: Pipeline) -> dict[str, Any]:
     stats = pipe.engine.stats
     return {
-        "status": "ok",
-        "model": pipe.model_id,
-        "toolserve": {
-            "busy": stats.busy,
-            "active": stats.active,
-            "slots": pipe.engine.slots,
-            "requests": stats.requests,
-            "prompt_tokens": stats.prompt_tokens,
-            "cached_tokens": stats.cached_tokens,
-            "generated_tokens": stats.generated_tokens,
-            "prompt_cache": cache_stats(pipe.engine),
-        },
+        "busy": stats.busy,
+        "active": stats.active,
+        "slots": pipe.engine.slots,
+        "requests": stats.requests,
+        "prompt_tokens": stats.prompt_tokens,
+        "cached_tokens": stats.cached_tokens,
+        "generated_tokens": stats.generated_tokens,
+        "prompt_cache": cache_stats(pipe.engine),
     }
+
+
+@router.get("/health", response_model=None)
+async def health(registry: RegistryDep) -> dict[str, Any] | JSONResponse:
+    only = registry.entries[0]
+    if len(registry.entries) == 1 and isinstance(only, LocalModel) and only.pipeline is not None:
+        return {"status": "ok", "model": only.id, "toolserve": engine_stats(only.pipeline)}  # one local model
+    models: dict[str, Any] = {}
+    for e in registry.entries:
+        if isinstance(e, LocalModel):
+            models[e.id] = {"backend": "local", **e.status()}
+            if e.pipeline is not None:
+                models[e.id].update(engine_stats(e.pipeline))
+        else:
+            models[e.model_id or "?"] = e.status()
+    down = [e for e in registry.upstream if not e.status()["available"]]
+    body = {
+        "status": "ok" if not down else "degraded",
+        "model": registry.default_entry().model_id,
+        "models": models,
+    }
+    if registry.local or len(down) < len(registry.upstream):
+        return body
+    body["status"] = "unavailable"  # no model can answer: a load balancer should look elsewhere
+    return JSONResponse(body, 503)
+
+
+async def local_pipeline(registry: ModelRegistry, name: str | None, what: str) -> Pipeline:
+    entry = registry.resolve(name)
+    if not isinstance(entry, LocalModel):
+        raise Unsupported(f"{what} is not available for '{entry.model_id}': an upstream server runs it.", param="model")
+    return await registry.pipeline(entry)
 
 
 def cache_stats(engine: Any) -> dict[str, Any] | None:
@@ -74,8 +130,8 @@ def cache_stats(engine: Any) -> dict[str, Any] | None:
 
 
 @router.post("/tokenize")
-async def tokenize(req: TokenizeRequest, pipe: PipelineDep) -> dict[str, Any]:
-    pipe.check_model(req.model)
+async def tokenize(req: TokenizeRequest, registry: RegistryDep) -> dict[str, Any]:
+    pipe = await local_pipeline(registry, req.model, "/tokenize")
     text = req.prompt if req.prompt is not None else req.content
     if req.messages is not None:
         messages = convert.to_messages(req.messages)
@@ -87,8 +143,8 @@ async def tokenize(req: TokenizeRequest, pipe: PipelineDep) -> dict[str, Any]:
 
 
 @router.post("/detokenize")
-async def detokenize(req: DetokenizeRequest, pipe: PipelineDep) -> dict[str, Any]:
-    pipe.check_model(req.model)
+async def detokenize(req: DetokenizeRequest, registry: RegistryDep) -> dict[str, Any]:
+    pipe = await local_pipeline(registry, req.model, "/detokenize")
     n_vocab = pipe.engine.info.n_vocab
     bad = next((t for t in req.tokens if t >= n_vocab), None)
     if bad is not None:

@@ -132,6 +132,7 @@ class CompletionRequest(_Sampling):
     echo: bool = False
     suffix: str | None = None
     best_of: int | None = Field(default=None, ge=1)
+    response_format: ResponseFormat | None = None  # as in chat (vLLM and SGLang take it here too)
 
 
 class TokenizeRequest(_Model):

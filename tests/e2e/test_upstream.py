@@ -1,0 +1,419 @@
+"""toolserve in front of other OpenAI-compatible servers, all of them real processes: a second
+toolserve on the bundled model, llama-cpp-python's own server, and a small asyncio HTTP server
+that fails on purpose (5xx, a stream that stalls). Passthrough and raw modes, streaming and not,
+tool calls, errors forwarded, timeouts, an upstream that is down and comes back."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import jsonschema
+import pytest
+from openai import OpenAI
+
+from tests.conftest import Server, free_port
+from tests.e2e.test_load import NO_EOS, wait_idle
+from tests.e2e.test_tools import SCHEMAS, WEATHER, assert_valid_calls, both
+from toolserve.modelfile import bundled_model
+
+ASK = [{"role": "user", "content": "What's the weather like in Paris today?"}]
+HI = [{"role": "user", "content": "Name three colours."}]
+NAMED = {"type": "function", "function": {"name": "get_weather"}}
+LONG = [{"role": "user", "content": "word " * 3000}]  # more than a 2048-token context
+
+
+def client_of(srv: Any) -> OpenAI:
+    return OpenAI(base_url=f"{srv.url}/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+def error_of(r: httpx.Response) -> dict[str, Any]:
+    body = r.json()
+    assert set(body) == {"error"}, body
+    assert set(body["error"]) == {"message", "type", "param", "code"}
+    return body["error"]  # type: ignore[no-any-return]
+
+
+def sse_events(url: str, body: dict[str, Any], timeout: float = 120) -> list[dict[str, Any]]:
+    with httpx.stream("POST", url, json={**body, "stream": True}, timeout=timeout) as r:
+        assert r.status_code == 200, r.read()
+        lines = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    return [json.loads(x) for x in lines[:-1]]
+
+
+class LlamaCppServer:
+    """`python -m llama_cpp.server` on the bundled GGUF."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(bundled_model()), "--n_ctx", "2048",
+               "--host", "127.0.0.1", "--port", str(self.port), "--verbose", "false"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"llama_cpp.server exited: {self.proc.stderr.read() if self.proc.stderr else ''}")
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{self.url}/v1/models", timeout=1).status_code == 200:
+                    return
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError("llama_cpp.server did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+class Misbehaving:
+    """A real HTTP server (asyncio streams, on its own thread) that fails the way upstreams do.
+    GET /health and /v1/models answer; POST answers per `mode`: 'error' a 500 with an OpenAI
+    error body, 'stall' the headers and one SSE chunk, then nothing."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.mode = "error"
+        self.loop = asyncio.new_event_loop()
+        ready = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(self.loop)
+            self.server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", self.port))
+            ready.set()
+            self.loop.run_forever()
+
+        threading.Thread(target=run, daemon=True).start()
+        assert ready.wait(10)
+
+    @staticmethod
+    def _reply(status: str, body: bytes, kind: str = "application/json") -> bytes:
+        head = f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        return head.encode() + body
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+            method, path, _ = head[0].split(" ")
+            length = next((int(h.split(":", 1)[1]) for h in head[1:] if h.lower().startswith("content-length:")), 0)
+            if length:
+                await reader.readexactly(length)
+            if method == "GET" and path == "/health":
+                writer.write(self._reply("200 OK", b"{}"))
+            elif method == "GET" and path == "/v1/models":
+                writer.write(self._reply("200 OK", json.dumps({"object": "list", "data": [{"id": "broken", "object": "model"}]}).encode()))
+            elif self.mode == "error":
+                err = {"error": {"message": "the GPU caught fire", "type": "server_error", "param": None, "code": None}}
+                writer.write(self._reply("500 Internal Server Error", json.dumps(err).encode()))
+            else:
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+                chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "broken",
+                         "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hel"}, "finish_reason": None}]}
+                writer.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                await writer.drain()
+                await asyncio.sleep(60)
+            await writer.drain()
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    def stop(self) -> None:
+        async def shutdown() -> None:
+            self.server.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+# ---- fixtures: upstreams and the fronts that use them ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def llama() -> Iterator[LlamaCppServer]:
+    srv = LlamaCppServer()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def misbehaving() -> Iterator[Misbehaving]:
+    srv = Misbehaving()
+    yield srv
+    srv.stop()
+
+
+@contextlib.contextmanager
+def front(args: list[str]) -> Iterator[Server]:
+    """A toolserve in front of an upstream (started even while the upstream is down)."""
+    srv = Server(args, ready=(200, 503))
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def passthrough(server: Server) -> Iterator[Server]:
+    """Passthrough to toolserve; the upstream's model is found from its /v1/models."""
+    with front(["--upstream", f"{server.url}/v1", "--model-alias", "front"]) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def raw_json(server: Server) -> Iterator[Server]:
+    """Raw mode to toolserve's /v1/completions, generic_json calls enforced by its response_format."""
+    with front(["--upstream", server.url, "--upstream-mode", "raw", "--tool-format", "generic_json", "--model-alias", "raw-json"]) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def llama_pass(llama: LlamaCppServer) -> Iterator[Server]:
+    with front(["--upstream", llama.url, "--model-alias", "pass-llama"]) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def llama_raw(llama: LlamaCppServer) -> Iterator[Server]:
+    """Raw mode to llama-cpp-python, which has no guided decoding on completions."""
+    with front(["--upstream", llama.url, "--upstream-mode", "raw", "--upstream-guided", "none", "--model-alias", "raw-llama"]) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def hasty(server: Server, model_id: str) -> Iterator[Server]:
+    with front(["--upstream", server.url, "--upstream-model", model_id, "--upstream-timeout", "2", "--model-alias", "hasty"]) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def broken(misbehaving: Misbehaving) -> Iterator[Server]:
+    with front(["--upstream", misbehaving.url, "--upstream-timeout", "2", "--model-alias", "broken"]) as srv:
+        yield srv
+
+
+# ---- discovery -----------------------------------------------------------------------------------
+
+
+def test_models_lists_the_upstream_model_under_our_id(passthrough: Server, model_id: str) -> None:
+    data = httpx.get(f"{passthrough.url}/v1/models").json()["data"]
+    assert [m["id"] for m in data] == ["front"]
+    card = data[0]
+    assert card["max_model_len"] == 2048  # the upstream's own card
+    ts = card["toolserve"]
+    assert ts["backend"] == "upstream" and ts["mode"] == "passthrough"
+    assert ts["upstream_model"] == model_id and ts["available"] is True and ts["loaded"] is True
+    assert httpx.get(f"{passthrough.url}/v1/models/front").json()["id"] == "front"
+    health = httpx.get(f"{passthrough.url}/health").json()
+    assert health["status"] == "ok" and health["models"]["front"]["available"] is True
+
+
+def test_raw_card_names_template_and_format(raw_json: Server, llama_raw: Server) -> None:
+    ts = httpx.get(f"{raw_json.url}/v1/models").json()["data"][0]["toolserve"]
+    assert (ts["mode"], ts["tool_format"], ts["chat_template"], ts["guided"]) == ("raw", "generic_json", "bundled:chatml", "openai")
+    ts = httpx.get(f"{llama_raw.url}/v1/models").json()["data"][0]["toolserve"]
+    assert (ts["mode"], ts["tool_format"], ts["guided"]) == ("raw", "hermes", "none")
+
+
+# ---- passthrough ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sampling", [{"temperature": 0}, {"temperature": 0.9, "seed": 7}])
+def test_passthrough_stream_equals_non_stream_and_the_upstream(passthrough: Server, server: Server, model_id: str, sampling: dict[str, Any]) -> None:
+    kw = {"messages": HI, "max_tokens": 24, **sampling}
+    whole = both(client_of(passthrough), model="front", **kw)
+    direct = client_of(server).chat.completions.create(model=model_id, **kw)
+    assert whole["content"] == direct.choices[0].message.content  # forwarded as it is
+    r = client_of(passthrough).chat.completions.create(model="front", **kw)
+    assert r.model == "front"
+    events = sse_events(f"{passthrough.url}/v1/chat/completions", {"model": "front", **kw})
+    assert {e["model"] for e in events} == {"front"}
+
+
+def test_passthrough_named_tool_call(passthrough: Server) -> None:
+    m = both(client_of(passthrough), model="front", messages=ASK, tools=[WEATHER], tool_choice=NAMED, temperature=0.7, seed=3, max_tokens=80)
+    assert_valid_calls(m, {"get_weather"})
+    assert len(m["calls"]) == 1
+
+
+def test_passthrough_completions_and_missing_model(passthrough: Server) -> None:
+    c = client_of(passthrough)
+    r = c.completions.create(model="front", prompt="The capital of France is", max_tokens=8, temperature=0)
+    assert r.model == "front" and r.choices[0].text
+    streamed = "".join(ch.choices[0].text for ch in c.completions.create(model="front", prompt="The capital of France is", max_tokens=8, temperature=0, stream=True) if ch.choices)
+    assert streamed == r.choices[0].text
+    no_model = httpx.post(f"{passthrough.url}/v1/chat/completions", json={"messages": HI, "max_tokens": 2}, timeout=60)
+    assert no_model.status_code == 200 and no_model.json()["model"] == "front"
+    unknown = httpx.post(f"{passthrough.url}/v1/chat/completions", json={"model": "nope", "messages": HI}, timeout=60)
+    assert unknown.status_code == 404 and "'front'" in error_of(unknown)["message"]
+
+
+def test_passthrough_to_llama_cpp_server(llama_pass: Server) -> None:
+    c = client_of(llama_pass)
+    r = c.chat.completions.create(model="pass-llama", messages=HI, max_tokens=16, temperature=0)
+    assert r.model == "pass-llama" and r.choices[0].message.content
+    chunks = list(c.chat.completions.create(model="pass-llama", messages=HI, max_tokens=16, temperature=0, stream=True))
+    assert {ch.model for ch in chunks} == {"pass-llama"}
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert [ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason] in (["length"], ["stop"])
+
+
+# ---- raw -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sampling", [{"temperature": 0}, {"temperature": 0.9, "seed": 11}])
+def test_raw_stream_equals_non_stream(raw_json: Server, sampling: dict[str, Any]) -> None:
+    m = both(client_of(raw_json), model="raw-json", messages=HI, max_tokens=30, **sampling)
+    assert m["content"] and m["finish"] in ("stop", "length")
+    r = client_of(raw_json).chat.completions.create(model="raw-json", messages=HI, max_tokens=30, **sampling)
+    assert r.model == "raw-json" and r.usage is not None and r.usage.prompt_tokens > 0
+
+
+@pytest.mark.parametrize("choice", ["required", NAMED])
+def test_raw_tool_calls_enforced_through_guided_json(raw_json: Server, choice: Any) -> None:
+    time_tool = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {"zone": {"type": "string", "maxLength": 20}}, "required": ["zone"]}}}
+    m = both(client_of(raw_json), model="raw-json", messages=ASK, tools=[WEATHER, time_tool], tool_choice=choice, parallel_tool_calls=False, temperature=0.8, seed=5, max_tokens=120)
+    allowed = {"get_weather"} if choice == NAMED else {"get_weather", "get_time"}
+    assert len(m["calls"]) == 1 and m["finish"] == "tool_calls"
+    for call in m["calls"]:
+        assert call["name"] in allowed and call["id"].startswith("call_")
+        schema = SCHEMAS.get(call["name"]) or time_tool["function"]["parameters"]  # type: ignore[index]
+        jsonschema.validate(json.loads(call["arguments"]), schema)
+
+
+def test_raw_tool_choice_auto_gives_a_parseable_call(raw_json: Server) -> None:
+    m = both(client_of(raw_json), model="raw-json", messages=ASK, tools=[WEATHER], temperature=0, max_tokens=120)
+    assert_valid_calls(m, {"get_weather"})
+    assert m["content"] == ""
+
+
+def test_raw_response_format_json_schema(raw_json: Server) -> None:
+    schema = {"type": "object", "properties": {"colours": {"type": "array", "items": {"type": "string", "maxLength": 12}, "minItems": 3, "maxItems": 3}}, "required": ["colours"]}
+    rf = {"type": "json_schema", "json_schema": {"name": "c", "schema": schema}}
+    m = both(client_of(raw_json), model="raw-json", messages=HI, response_format=rf, temperature=0.8, seed=2, max_tokens=80)
+    jsonschema.validate(json.loads(m["content"]), schema)
+
+
+def test_raw_with_llama_cpp_server(llama_raw: Server) -> None:
+    c = client_of(llama_raw)
+    whole = c.chat.completions.create(model="raw-llama", messages=HI, max_tokens=20, temperature=0)
+    assert whole.model == "raw-llama" and whole.choices[0].message.content
+    text = "".join(ch.choices[0].delta.content or "" for ch in c.chat.completions.create(model="raw-llama", messages=HI, max_tokens=20, temperature=0, stream=True) if ch.choices)
+    assert text == whole.choices[0].message.content
+
+
+@pytest.mark.parametrize(
+    ("extra", "param", "words"),
+    [
+        ({"tools": [WEATHER], "tool_choice": "required"}, "tool_choice", "hermes"),
+        ({"tools": [WEATHER], "tool_choice": NAMED}, "tool_choice", "raw mode"),
+        ({"response_format": {"type": "json_object"}}, "response_format", "guided"),
+        ({"logprobs": True}, "logprobs", "raw mode"),
+    ],
+)
+def test_raw_refuses_what_the_upstream_cannot_do(llama_raw: Server, extra: dict[str, Any], param: str, words: str) -> None:
+    r = httpx.post(f"{llama_raw.url}/v1/chat/completions", json={"model": "raw-llama", "messages": ASK, **extra}, timeout=60)
+    assert r.status_code == 400, r.text
+    err = error_of(r)
+    assert err["param"] == param and words in err["message"]
+
+
+# ---- errors, timeouts, health --------------------------------------------------------------------
+
+
+def test_upstream_4xx_is_forwarded(passthrough: Server, raw_json: Server, llama_raw: Server, server: Server) -> None:
+    bad = {"messages": HI, "logit_bias": {"99999999": 1}}
+    direct = httpx.post(f"{server.url}/v1/chat/completions", json=bad, timeout=60)
+    for stream in (False, True):
+        r = httpx.post(f"{passthrough.url}/v1/chat/completions", json={**bad, "stream": stream}, timeout=60)
+        assert r.status_code == 400  # a streaming request too: the status comes before the stream
+        assert error_of(r) == error_of(direct)
+    r = httpx.post(f"{raw_json.url}/v1/chat/completions", json={"messages": LONG}, timeout=60)
+    assert r.status_code == 400 and error_of(r)["code"] == "context_length_exceeded"
+
+def test_llama_cpp_server_errors(llama_pass: Server, llama_raw: Server) -> None:
+    r = httpx.post(f"{llama_pass.url}/v1/chat/completions", json={"messages": LONG}, timeout=60)
+    assert r.status_code == 400 and error_of(r)["code"] == "context_length_exceeded"
+    # its stream ends empty, without a finish_reason, when the prompt is too long: not an answer
+    r = httpx.post(f"{llama_raw.url}/v1/chat/completions", json={"messages": LONG}, timeout=60)
+    assert r.status_code == 502 and "without finishing" in error_of(r)["message"]
+
+
+def test_unknown_upstream_model_is_its_404(server: Server) -> None:
+    with front(["--upstream", server.url, "--upstream-model", "no-such-model"]) as srv:
+        r = httpx.post(f"{srv.url}/v1/chat/completions", json={"messages": HI}, timeout=60)
+        assert r.status_code == 404 and error_of(r)["code"] == "model_not_found"
+        assert "no-such-model" in error_of(r)["message"]
+
+
+def test_upstream_5xx_becomes_502(broken: Server, misbehaving: Misbehaving) -> None:
+    misbehaving.mode = "error"
+    for stream in (False, True):
+        r = httpx.post(f"{broken.url}/v1/chat/completions", json={"messages": HI, "stream": stream}, timeout=60)
+        assert r.status_code == 502
+        err = error_of(r)
+        assert err["code"] == "upstream_error" and "the GPU caught fire" in err["message"]
+
+
+def test_stalled_upstream_times_out(broken: Server, misbehaving: Misbehaving) -> None:
+    misbehaving.mode = "stall"
+    started = time.monotonic()
+    r = httpx.post(f"{broken.url}/v1/chat/completions", json={"messages": HI}, timeout=60)
+    assert r.status_code == 504 and error_of(r)["code"] == "upstream_timeout"
+    events = sse_events(f"{broken.url}/v1/chat/completions", {"messages": HI})
+    assert events[0]["choices"][0]["delta"]["content"] == "Hel"  # what came before the stall
+    assert events[-1]["error"]["code"] == "upstream_timeout"
+    assert time.monotonic() - started < 20
+
+
+def test_slow_upstream_times_out_but_a_flowing_stream_does_not(hasty: Server, server: Server) -> None:
+    long = {"messages": HI, "max_tokens": 1800, "logit_bias": NO_EOS}
+    started = time.monotonic()
+    r = httpx.post(f"{hasty.url}/v1/chat/completions", json=long, timeout=120)
+    assert r.status_code == 504 and error_of(r)["code"] == "upstream_timeout"
+    assert "2 s" in error_of(r)["message"] and time.monotonic() - started < 15
+    wait_idle(server.url)  # the upstream saw the connection close and stopped
+    events = sse_events(f"{hasty.url}/v1/chat/completions", {**long, "max_tokens": 400})  # > 2 s in all, never 2 s silent
+    assert events[-1]["choices"][0]["finish_reason"] == "length"
+
+
+def test_upstream_down_at_start_then_back_then_gone(model_id: str) -> None:
+    port = free_port()
+    with front(["--upstream", f"http://127.0.0.1:{port}", "--upstream-model", model_id, "--model-alias", "later"]) as srv:
+        health = httpx.get(f"{srv.url}/health")
+        assert health.status_code == 503 and health.json()["models"]["later"]["available"] is False
+        started = time.monotonic()
+        r = httpx.post(f"{srv.url}/v1/chat/completions", json={"messages": HI, "max_tokens": 4}, timeout=60)
+        assert r.status_code == 503 and time.monotonic() - started < 1  # fails fast
+        err = error_of(r)
+        assert err["code"] == "upstream_unavailable" and "'later'" in err["message"] and "cannot be reached" in err["message"]
+        assert r.headers["retry-after"]
+        upstream = Server(["--ctx-size", "1024"], port=port)
+        try:
+            deadline = time.monotonic() + 30
+            while (r := httpx.post(f"{srv.url}/v1/chat/completions", json={"messages": HI, "max_tokens": 4}, timeout=60)).status_code != 200:
+                assert r.status_code == 503 and time.monotonic() < deadline
+                time.sleep(0.3)
+            assert httpx.get(f"{srv.url}/health").json()["status"] == "ok"
+        finally:
+            upstream.stop()
+        r = httpx.post(f"{srv.url}/v1/chat/completions", json={"messages": HI, "max_tokens": 4}, timeout=60)
+        assert r.status_code == 503 and error_of(r)["code"] == "upstream_unavailable"
+        assert httpx.get(f"{srv.url}/health").json()["models"]["later"]["available"] is False  # marked at once
