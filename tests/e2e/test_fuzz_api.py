@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -32,3 +33,13 @@ def test_no_server_errors_from_schema_driven_requests(small: Server) -> None:
             assert set(error) == {"message", "type", "param", "code"}
 
     check()
+
+
+def test_context_is_the_size_asked_for(small: Server) -> None:
+    """llama.cpp rounds a 128-token context up to 256; a prompt between the two is still too long."""
+    assert httpx.get(f"{small.url}/v1/models").json()["data"][0]["max_model_len"] == 128
+    prompt = list(range(200, 200 + 150))  # 150 token ids
+    r = httpx.post(f"{small.url}/v1/completions", json={"prompt": prompt, "max_tokens": 4}, timeout=60)
+    assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
+    r = httpx.post(f"{small.url}/v1/completions", json={"prompt": prompt[:120], "max_tokens": 50}, timeout=60)
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] <= 8  # clamped to the room left

@@ -139,7 +139,9 @@ class LlamaCppEngine:
         self.info = ModelInfo(
             path=path,
             architecture=meta.get("general.architecture", ""),
-            n_ctx=self._llm.n_ctx(),
+            # llama.cpp rounds the context up (128 becomes 256), but llama-cpp-python's token
+            # buffer keeps the size asked for: that is the real limit
+            n_ctx=min(self._llm.n_ctx(), len(self._llm.input_ids)),
             n_ctx_train=model.n_ctx_train(),
             n_vocab=self._n_vocab,
             size_bytes=os.path.getsize(path),
@@ -449,7 +451,7 @@ class LlamaCppEngine:
             return "stop"
         sampler = self._sampler(params, prompt)
         constraint = params.constraint() if params.constraint is not None else None
-        room = llm.n_ctx() - self._n_past
+        room = min(self.info.n_ctx - self._n_past, self.info.n_ctx - llm.n_tokens)
         max_tokens = min(params.max_tokens, room)
         for produced in range(1, max_tokens + 1):
             if gen.cancelled:
