@@ -8,6 +8,7 @@ import logging
 import socket
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from toolserve import __version__
@@ -23,6 +24,7 @@ from toolserve.config import (
     load_models_config,
 )
 from toolserve.errors import ToolserveError
+from toolserve.serving.media import ImagePolicy
 from toolserve.serving.pipeline import Finish, Limits, Pipeline
 from toolserve.types import Message, SamplingParams
 
@@ -36,6 +38,7 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-alias", default=env_default("model_alias", d.model_alias), help="model id for clients (default: file stem)")
     p.add_argument("--ctx-size", type=int, default=env_default("ctx_size", d.ctx_size), help="context length in tokens")
     p.add_argument("--threads", type=int, default=env_default("threads", d.threads), help="CPU threads (default: all cores)")
+    p.add_argument("--mmproj", default=env_default("mmproj", d.mmproj), help="multimodal projector GGUF for images (default: a *mmproj*.gguf beside the model)")
     p.add_argument("--parallel", type=int, default=env_default("parallel", d.parallel), help="model instances serving requests at once (they share --threads and --cache-ram)")
     p.add_argument("--chat-template", default=env_default("chat_template", d.chat_template), help="Jinja chat template file overriding the model's")
     p.add_argument("--tool-format", default=env_default("tool_format", d.tool_format), help="tool-call format id (default: auto, from the chat template)")
@@ -52,6 +55,7 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
         ctx_size=args.ctx_size,
         threads=args.threads,
         parallel=args.parallel,
+        mmproj=args.mmproj,
         chat_template=args.chat_template,
         tool_format=args.tool_format,
         cache_ram=args.cache_ram,
@@ -94,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         flag = "--" + cap.replace("_", "-")
         serve.add_argument(flag, type=int, default=env_default(cap, getattr(Limits, cap)), help=f"largest {what} accepted")
+    serve.add_argument("--allow-image-urls", action="store_true", default=env_default("allow_image_urls", False), help="fetch http(s) image URLs in requests (public addresses only)")
+    serve.add_argument("--allow-private-urls", action="store_true", default=env_default("allow_private_urls", False), help="with --allow-image-urls: also loopback and private addresses")
+    serve.add_argument("--allow-image-files", metavar="DIR", default=env_default("allow_image_files", None), help="read image files named in requests, only under DIR")
+    serve.add_argument("--max-image-mb", type=int, default=env_default("max_image_mb", ImagePolicy.max_bytes // 2**20), help="largest encoded image accepted")
+    serve.add_argument("--max-image-pixels", type=int, default=env_default("max_image_pixels", ImagePolicy.max_pixels), help="largest image (width x height) accepted")
     _upstream_flags(serve)
     serve.add_argument("--log-prompts", action="store_true", default=env_default("log_prompts", False), help="log each rendered prompt (off: logs never hold prompt text)")
     serve.add_argument("--max-body-mb", type=int, default=env_default("max_body_mb", ServerConfig.max_body_mb), help="largest request body accepted")
@@ -140,6 +149,13 @@ def _serve(args: argparse.Namespace) -> int:
         max_tools=args.max_tools,
         max_stops=args.max_stops,
         max_top_logprobs=args.max_top_logprobs,
+        images=ImagePolicy(
+            allow_urls=args.allow_image_urls,
+            allow_private_urls=args.allow_private_urls,
+            files_dir=Path(args.allow_image_files) if args.allow_image_files else None,
+            max_bytes=args.max_image_mb * 2**20,
+            max_pixels=args.max_image_pixels,
+        ),
     )
     registry = _models(args, limits)
     guard = GuardSettings(

@@ -22,6 +22,7 @@ class ModelConfig:
     cache_ram: int = 512  # MB of RAM for prompt-cache snapshots; 0 turns prefix reuse off
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
+    mmproj: str | None = None  # multimodal projector GGUF; None: one named *mmproj*.gguf beside the model, if any
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class ConfigError(ValueError):
 
 _LOCAL_KEYS = {
     "id", "model", "ctx_size", "threads", "parallel", "chat_template", "tool_format", "cache_ram",
-    "cache_type_k", "cache_type_v", "keep_alive", "preload",
+    "cache_type_k", "cache_type_v", "keep_alive", "preload", "mmproj",
 }
 _UPSTREAM_KEYS = {
     "id", "url", "api_key", "api_key_env", "upstream_model", "mode", "guided", "timeout", "verify_tls",
@@ -118,12 +119,13 @@ def _local_entry(where: str, d: dict[str, Any], base: Path, defaults: ModelConfi
         _typed(where, "model", model, (str,), "a GGUF path or 'bundled'")
     path = None if model in (None, "bundled") else _path(base, model)
     ints: dict[str, Any] = {k: int(_typed(where, k, d[k], (int,), "an integer")) for k in ("ctx_size", "threads", "parallel", "cache_ram") if k in d}
-    strs: dict[str, Any] = {k: str(_typed(where, k, d[k], (str,), "a string")) for k in ("chat_template", "tool_format", "cache_type_k", "cache_type_v") if k in d}
+    strs: dict[str, Any] = {k: str(_typed(where, k, d[k], (str,), "a string")) for k in ("chat_template", "tool_format", "cache_type_k", "cache_type_v", "mmproj") if k in d}
     for k in ("cache_type_k", "cache_type_v"):
         if k in strs and strs[k] not in KV_TYPE_NAMES:
             raise ConfigError(f"{where}.{k}: {strs[k]!r} is not one of {', '.join(KV_TYPE_NAMES)}")
-    if "chat_template" in strs:
-        strs["chat_template"] = _path(base, strs["chat_template"])
+    for k in ("chat_template", "mmproj"):
+        if k in strs:
+            strs[k] = _path(base, strs[k])
     model_id = d.get("id") or Path(path or BUNDLED_FILE).stem
     inherited = {k: getattr(defaults, k) for k in _INHERITED}  # the serve flags, as defaults
     settings: dict[str, Any] = {**inherited, "model": path, "model_alias": str(model_id), **ints, **strs}

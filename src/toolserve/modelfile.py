@@ -46,6 +46,17 @@ def resolve_model(path: str | None) -> Path:
     return check_gguf(path) if path else bundled_model()
 
 
+def find_mmproj(model: Path) -> str | None:
+    """The multimodal projector beside a model: the one `*mmproj*.gguf` in its folder, or among
+    several, the one whose name holds the model's name (as llama.cpp's converter and most
+    published repositories name them)."""
+    found = sorted(p for p in model.parent.glob("*.gguf") if "mmproj" in p.name.lower() and p != model)
+    if len(found) > 1:
+        stem = model.stem.lower().split(".")[0]
+        found = [p for p in found if stem in p.name.lower()]
+    return str(found[0]) if len(found) == 1 else None
+
+
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 
 

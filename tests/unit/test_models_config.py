@@ -33,6 +33,7 @@ models:
   - model: weights/other.gguf
     keep_alive: null
     preload: true
+    mmproj: weights/other-mmproj.gguf
   - id: big
     url: https://gpu-box:8000/v1
     api_key_env: VLLM_KEY
@@ -53,6 +54,7 @@ models:
     assert small.keep_alive == 60 and not small.preload
     assert other.local is not None and other.local.model == str(tmp_path / "weights/other.gguf")
     assert other.keep_alive is None and other.preload
+    assert other.local.mmproj == str(tmp_path / "weights/other-mmproj.gguf")
     up = big.upstream
     assert up is not None and big.local is None
     assert (up.api_key, up.mode, up.guided, up.timeout, up.tool_format) == ("secret", "raw", "vllm", 30.0, "llama3_json")

@@ -17,7 +17,7 @@ from toolserve.api.forward import forward
 from toolserve.api.schemas import ChatCompletionRequest
 from toolserve.api.streaming import sse_response, unless_disconnected
 from toolserve.serving.chat import ChatOptions
-from toolserve.serving.pipeline import Finish, Piece, Pipeline, choice_params
+from toolserve.serving.pipeline import EncodedImage, Finish, Piece, Pipeline, choice_params
 from toolserve.serving.registry import LocalModel
 from toolserve.types import ContentDelta, Delta, ReasoningDelta, TokenLogprob, ToolCallStart, Usage
 from toolserve.upstream.passthrough import Forwarding
@@ -112,7 +112,7 @@ class ChatRun:
     is a local Pipeline, or a raw-mode upstream that continues the rendered prompt remotely;
     either way the same shaper, chunks and message come out."""
 
-    def __init__(self, pipe: Pipeline | RawUpstream, req: ChatCompletionRequest):
+    def __init__(self, pipe: Pipeline | RawUpstream, req: ChatCompletionRequest, images: list[EncodedImage] | None = None):
         convert.check_chat_features(req)
         convert.check_caps(req, pipe.limits)
         self.opts = convert.chat_options(req)
@@ -121,8 +121,8 @@ class ChatRun:
             self.prompt_text = pipe.render_chat(convert.to_messages(req.messages), self.opts)
             self.remote = remote_choices(pipe, self.prompt_text, self.opts, req)
         else:
-            self.prompt_text = pipe.render_chat(convert.to_messages(req.messages), self.opts)
-            self.prompt = pipe.tokenize_prompt(self.prompt_text)
+            self.prompt_text = pipe.render_chat(convert.to_messages(req.messages, pipe.engine.info.vision), self.opts)
+            self.prompt, self.media = pipe.tokenize_chat(self.prompt_text, images or [])
             info = pipe.engine.info
             max_tokens = req.max_completion_tokens or req.max_tokens or info.n_ctx
             logprobs = (req.top_logprobs or 0) if req.logprobs else None
@@ -152,7 +152,7 @@ class ChatRun:
         if self.remote is not None:
             return self.remote(i)
         assert isinstance(self.pipe, Pipeline)
-        return self.pipe.generate(self.prompt, choice_params(self.params, i), self.stops)
+        return self.pipe.generate(self.prompt, choice_params(self.params, i), self.stops, self.media)
 
     def _logprobs(self, lps: list[TokenLogprob]) -> dict[str, Any] | None:
         if not self.req.logprobs:
@@ -221,8 +221,9 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, registr
     if isinstance(model, RawUpstream):
         run = ChatRun(model, req)
     elif isinstance(model, LocalModel):
-        async with registry.hold(model) as pipe:  # not unloaded while the request is prepared
-            run = ChatRun(pipe, req)
+        async with registry.hold(model) as pipe:  # not unloaded while the images are prepared
+            images = await pipe.encode_images(convert.image_sources(req.messages))
+            run = ChatRun(pipe, req, images)
     else:  # passthrough: the upstream's own chat endpoint, its deltas repaired
         assert isinstance(model, Forwarding)
         return await forward(request, model, "/v1/chat/completions", req)

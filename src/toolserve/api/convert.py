@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolserve.api.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest, TextPart, _Sampling
+from toolserve.api.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest, ImagePart, TextPart, _Sampling
 from toolserve.errors import InvalidRequest, Unsupported
+from toolserve.formats.template import MEDIA_MARKER
 from toolserve.serving.chat import ChatOptions
 from toolserve.serving.pipeline import Limits
 from toolserve.types import Message, SamplingParams, ToolCall, ToolSpec
@@ -29,27 +30,47 @@ def check_caps(req: ChatCompletionRequest | CompletionRequest, limits: Limits) -
             raise InvalidRequest(f"'{name}' is {value}, over this server's limit of {cap}.", param=name)
 
 
-def flatten_content(message: ChatMessage, index: int) -> str | None:
-    """Join text parts; refuse media parts this model cannot take."""
+def flatten_content(message: ChatMessage, index: int, vision: bool = False) -> str | None:
+    """Join text parts; an image part becomes the media marker where the model takes images."""
     content = message.content
     if content is None or isinstance(content, str):
-        return content
-    texts = []
+        return content if content is None or not vision else content.replace(MEDIA_MARKER, "")
+    out = ""
+    last_text = False
     for j, part in enumerate(content):
-        if not isinstance(part, TextPart):
+        where = f"messages[{index}].content[{j}]"
+        if isinstance(part, TextPart):
+            out += ("\n" if last_text else "") + (part.text.replace(MEDIA_MARKER, "") if vision else part.text)
+            last_text = True  # text parts are joined by newlines; images sit where they are
+        elif isinstance(part, ImagePart) and vision:
+            if message.role != "user":
+                raise InvalidRequest(f"{where}: images go in user messages only.", param=where)
+            out += MEDIA_MARKER
+            last_text = False
+        else:
             raise Unsupported(
-                f"messages[{index}].content[{j}] is of type '{part.type}', "
-                "but this model accepts text only.",
-                param=f"messages[{index}].content[{j}]",
+                f"{where} is of type '{part.type}', but this model accepts "
+                f"{'text and images' if vision else 'text'} only.",
+                param=where,
             )
-        texts.append(part.text)
-    return "\n".join(texts)
+    return out
 
 
-def to_messages(messages: list[ChatMessage]) -> list[Message]:
+def image_sources(messages: list[ChatMessage]) -> list[tuple[str, str]]:
+    """(where, url) of every image part, in the order the prompt holds them."""
+    return [
+        (f"messages[{i}].content[{j}]", part.image_url.url)
+        for i, m in enumerate(messages)
+        if not isinstance(m.content, str | None)
+        for j, part in enumerate(m.content)
+        if isinstance(part, ImagePart)
+    ]
+
+
+def to_messages(messages: list[ChatMessage], vision: bool = False) -> list[Message]:
     out = []
     for i, m in enumerate(messages):
-        content = flatten_content(m, i)
+        content = flatten_content(m, i, vision)
         if m.role in ("user", "system", "developer", "tool") and content is None:
             raise InvalidRequest(f"messages[{i}] ({m.role}) needs 'content'.", param=f"messages[{i}].content")
         calls = tuple(

@@ -36,6 +36,8 @@ def model_card(pipe: Any) -> dict[str, Any]:
             "chat_template": pipe.template.label,
             "template_renders_tools": pipe.template.supports_tools,
             "tool_format": pipe.fmt.FORMAT_ID,
+            "vision": info.vision,
+            "input_modalities": ["text", "image"] if info.vision else ["text"],
         },
     }
 
@@ -134,7 +136,7 @@ async def tokenize(req: TokenizeRequest, registry: RegistryDep) -> dict[str, Any
     pipe = await local_pipeline(registry, req.model, "/tokenize")
     text = req.prompt if req.prompt is not None else req.content
     if req.messages is not None:
-        messages = convert.to_messages(req.messages)
+        messages = convert.to_messages(req.messages, pipe.engine.info.vision)
         text = pipe.render_chat(messages)
     if text is None:
         raise InvalidRequest("Give 'prompt' (or 'content', or 'messages') to tokenize.", param="prompt")

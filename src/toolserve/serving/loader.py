@@ -14,7 +14,7 @@ from toolserve.engine.pool import EnginePool
 from toolserve.errors import ModelLoadError
 from toolserve.formats.registry import detect_format, get_format
 from toolserve.formats.template import ChatTemplate, choose_template
-from toolserve.modelfile import resolve_model
+from toolserve.modelfile import find_mmproj, resolve_model
 from toolserve.serving.pipeline import Limits, Pipeline
 
 log = logging.getLogger(__name__)
@@ -33,6 +33,9 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
     if cfg.parallel < 1:
         raise ModelLoadError(f"--parallel must be at least 1, not {cfg.parallel}")
     n = cfg.parallel
+    mmproj = cfg.mmproj or find_mmproj(path)
+    if mmproj:
+        log.info("images: projector %s", mmproj)
     threads = cfg.threads or os.cpu_count() or 1
     instances = [
         LlamaCppEngine(
@@ -42,6 +45,7 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
             cache_ram_mb=cfg.cache_ram // n,
             cache_type_k=cfg.cache_type_k,
             cache_type_v=cfg.cache_type_v,
+            mmproj=mmproj,
         )
         for _ in range(n)
     ]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from toolserve.constrain.matcher import Constrainer
-from toolserve.engine.base import Engine, Generation
+from toolserve.engine.base import Engine, Generation, MediaSpan
 from toolserve.errors import (
     ContextLengthExceeded,
     InvalidRequest,
@@ -22,12 +22,16 @@ from toolserve.errors import (
     Overloaded,
     RequestTimeout,
     ShuttingDown,
+    Unsupported,
 )
 from toolserve.formats.base import Format
-from toolserve.formats.template import ChatTemplate
+from toolserve.formats.template import MEDIA_MARKER, ChatTemplate
 from toolserve.serving.chat import ChatOptions, ChatRenderer, OutputShaper, constraint_for, needs_parser
+from toolserve.serving.media import ImagePolicy, load_image
 from toolserve.serving.text import StopMatcher, Utf8Stream
 from toolserve.types import Message, SamplingParams, TokenConstraint, TokenLogprob, Usage
+
+EncodedImage = list[int | MediaSpan]  # an image as the engine takes it: its tokens around one MediaSpan
 
 
 @dataclass
@@ -58,6 +62,7 @@ class Limits:
     max_tools: int = 128
     max_stops: int = 16
     max_top_logprobs: int = 20  # chat top_logprobs, completions logprobs
+    images: ImagePolicy = field(default_factory=ImagePolicy)  # where images may come from, and how big they may be
 
 
 class Admits(Protocol):
@@ -163,6 +168,44 @@ class Pipeline:
         add_bos = info.add_bos and not (info.bos_token and text.startswith(info.bos_token))
         return self.engine.tokenize(text, add_bos=add_bos, special=True)
 
+    async def encode_images(self, sources: Sequence[tuple[str, str]]) -> list[EncodedImage]:
+        """Fetch (where allowed), decode and tokenize each (where, url) image of a request."""
+        if sources and not self.engine.info.vision:
+            where = sources[0][0]
+            raise Unsupported(f"{where} is an image, but this model accepts text only.", param=where)
+        out = []
+        for where, url in sources:
+            image = await load_image(url, self.limits.images, where)
+            try:
+                out.append(await asyncio.to_thread(self.engine.tokenize_image, image))
+            except InvalidRequest as exc:
+                raise InvalidRequest(f"{where}: {exc.message}", param=where) from None
+        return out
+
+    def tokenize_chat(self, text: str, images: Sequence[EncodedImage] = ()) -> tuple[list[int], list[MediaSpan]]:
+        """Tokens of a rendered chat prompt, with each media marker replaced by its image's tokens."""
+        if not images:
+            return self.tokenize_prompt(text), []
+        pieces = text.split(MEDIA_MARKER)
+        if len(pieces) - 1 != len(images):
+            raise InvalidRequest(
+                f"The chat template placed {len(pieces) - 1} of the request's {len(images)} images; "
+                "send images in user messages that the template renders.",
+                param="messages",
+            )
+        tokens = self.tokenize_prompt(pieces[0]) if pieces[0] else self.tokenize_prompt("")
+        media: list[MediaSpan] = []
+        for image, piece in zip(images, pieces[1:], strict=True):
+            for item in image:
+                if isinstance(item, MediaSpan):
+                    media.append(dataclasses.replace(item, start=len(tokens)))
+                    tokens.extend([item.key] * item.n_tokens)
+                else:
+                    tokens.append(item)
+            if piece:
+                tokens.extend(self.engine.tokenize(piece, add_bos=False, special=True))
+        return tokens, media
+
     def fit(self, prompt: Sequence[int], params: SamplingParams, *, param: str) -> SamplingParams:
         """Refuse prompts that fill the context; clamp max_tokens to the room that is left."""
         n_ctx = self.engine.info.n_ctx
@@ -181,14 +224,14 @@ class Pipeline:
 
     # -- generation -----------------------------------------------------------------------------
     async def generate(
-        self, prompt: Sequence[int], params: SamplingParams, stops: Sequence[str] = ()
+        self, prompt: Sequence[int], params: SamplingParams, stops: Sequence[str] = (), media: Sequence[MediaSpan] = ()
     ) -> AsyncIterator[Piece | Finish]:
         """Stream one choice: Pieces of safe text, then one Finish."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         timeout = self.limits.request_timeout
         own_deadline = started + timeout if timeout else None
-        gen = self.engine.submit(prompt, params)
+        gen = self.engine.submit(prompt, params, media)
         utf8 = Utf8Stream()
         stopper = StopMatcher(stops)
         pending: list[TokenLogprob] = []
