@@ -95,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("max_tools", "tools per request"),
         ("max_stops", "stop strings per request"),
         ("max_top_logprobs", "top_logprobs (chat) / logprobs (completions)"),
+        ("max_images", "image parts per request"),
     ):
         flag = "--" + cap.replace("_", "-")
         serve.add_argument(flag, type=int, default=env_default(cap, getattr(Limits, cap)), help=f"largest {what} accepted")
@@ -149,6 +150,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_tools=args.max_tools,
         max_stops=args.max_stops,
         max_top_logprobs=args.max_top_logprobs,
+        max_images=args.max_images,
         images=ImagePolicy(
             allow_urls=args.allow_image_urls,
             allow_private_urls=args.allow_private_urls,

@@ -160,3 +160,11 @@ def test_text_only_model_refuses_images(server: Server) -> None:
     err = r.json()["error"]
     assert err["param"] == "messages[0].content[0]" and "text only" in err["message"]
     assert httpx.get(f"{server.url}/v1/models").json()["data"][0]["toolserve"]["vision"] is False
+
+
+def test_image_count_cap(vlm: Server) -> None:
+    tiny = image_uri(8, 8)
+    r = httpx.post(f"{vlm.url}/v1/chat/completions", json={"messages": ask(*[img(tiny)] * 17), "max_tokens": 2}, timeout=60)
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert err["param"] == "messages" and "'images' is 17" in err["message"]

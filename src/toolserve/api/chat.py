@@ -222,6 +222,7 @@ async def chat_completions(req: ChatCompletionRequest, request: Request, registr
         run = ChatRun(model, req)
     elif isinstance(model, LocalModel):
         async with registry.hold(model) as pipe:  # not unloaded while the images are prepared
+            convert.check_caps(req, pipe.limits)  # before any image is fetched or decoded
             images = await pipe.encode_images(convert.image_sources(req.messages))
             run = ChatRun(pipe, req, images)
     else:  # passthrough: the upstream's own chat endpoint, its deltas repaired

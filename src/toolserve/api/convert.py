@@ -19,7 +19,11 @@ def check_caps(req: ChatCompletionRequest | CompletionRequest, limits: Limits) -
     if isinstance(req, ChatCompletionRequest):
         top = req.top_logprobs
         top_name = "top_logprobs"
-        counted = [("messages", len(req.messages), limits.max_messages), ("tools", len(req.tools or []), limits.max_tools)]
+        counted = [
+            ("messages", len(req.messages), limits.max_messages),
+            ("tools", len(req.tools or []), limits.max_tools),
+            ("images", len(image_sources(req.messages)), limits.max_images),
+        ]
     else:
         top, top_name, counted = req.logprobs, "logprobs", []
     counted += [("n", req.n, limits.max_n), ("stop", len(stops), limits.max_stops)]
@@ -27,7 +31,8 @@ def check_caps(req: ChatCompletionRequest | CompletionRequest, limits: Limits) -
         counted.append((top_name, top, limits.max_top_logprobs))
     for name, value, cap in counted:
         if value > cap:
-            raise InvalidRequest(f"'{name}' is {value}, over this server's limit of {cap}.", param=name)
+            param = "messages" if name == "images" else name
+            raise InvalidRequest(f"'{name}' is {value}, over this server's limit of {cap}.", param=param)
 
 
 def flatten_content(message: ChatMessage, index: int, vision: bool = False) -> str | None:

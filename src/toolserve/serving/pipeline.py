@@ -62,6 +62,7 @@ class Limits:
     max_tools: int = 128
     max_stops: int = 16
     max_top_logprobs: int = 20  # chat top_logprobs, completions logprobs
+    max_images: int = 16  # image parts per request (each may be fetched and decoded)
     images: ImagePolicy = field(default_factory=ImagePolicy)  # where images may come from, and how big they may be
 
 
