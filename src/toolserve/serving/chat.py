@@ -72,6 +72,13 @@ class ChatRenderer:
             dicts = self._injected(messages, tools)
         return self.template.render(dicts, extra=extra)
 
+    def shaper(self, prompt: str, opts: ChatOptions) -> OutputShaper:
+        """The output side of a chat request rendered here: the family's parser, with the
+        request's policy (for a local model and a raw upstream alike)."""
+        return OutputShaper(
+            self.fmt, opts, thinking_open=self.thinking_open(prompt), parse=needs_parser(self.fmt, self.template, opts)
+        )
+
     def thinking_open(self, prompt: str) -> bool:
         """The template itself opened the reasoning block at the end of the prompt."""
         return bool(self.fmt.REASONING) and prompt.rstrip().endswith(self.fmt.REASONING[0])  # type: ignore[index]

@@ -26,7 +26,7 @@ from toolserve.errors import (
 )
 from toolserve.formats.base import Format
 from toolserve.formats.template import MEDIA_MARKER, ChatTemplate
-from toolserve.serving.chat import ChatOptions, ChatRenderer, OutputShaper, constraint_for, needs_parser
+from toolserve.serving.chat import ChatOptions, ChatRenderer, OutputShaper, constraint_for
 from toolserve.serving.media import ImagePolicy, load_image
 from toolserve.serving.text import StopMatcher, Utf8Stream
 from toolserve.types import Message, SamplingParams, TokenConstraint, TokenLogprob, Usage
@@ -155,13 +155,7 @@ class Pipeline:
         return constraint_for(self.constrainer, self.fmt, opts, thinking_open=thinking, response_schema=response_schema)
 
     def shaper(self, prompt_text: str, opts: ChatOptions) -> OutputShaper:
-        """The output side of a chat request: parser for the family, with the request's policy."""
-        return OutputShaper(
-            self.fmt,
-            opts,
-            thinking_open=self.renderer.thinking_open(prompt_text),
-            parse=needs_parser(self.fmt, self.template, opts),
-        )
+        return self.renderer.shaper(prompt_text, opts)
 
     def tokenize_prompt(self, text: str) -> list[int]:
         """Tokens of a rendered prompt; BOS is added unless the template already wrote it."""

@@ -23,7 +23,7 @@ from toolserve.constrain.grammars import closed, generic_json_schema
 from toolserve.errors import ModelLoadError, Unsupported, UpstreamError
 from toolserve.formats.registry import detect_format, get_format
 from toolserve.formats.template import ChatTemplate, bundled_template_source
-from toolserve.serving.chat import ChatOptions, ChatRenderer, OutputShaper, needs_parser
+from toolserve.serving.chat import ChatOptions, ChatRenderer, OutputShaper
 from toolserve.serving.pipeline import Finish, Limits, Piece
 from toolserve.types import Message, SamplingParams, Usage
 from toolserve.upstream.passthrough import Forwarding, _usage
@@ -63,12 +63,7 @@ class RawUpstream(Forwarding):
         return self.renderer.render(messages, opts or ChatOptions())
 
     def shaper(self, prompt_text: str, opts: ChatOptions) -> OutputShaper:
-        return OutputShaper(
-            self.fmt,
-            opts,
-            thinking_open=self.renderer.thinking_open(prompt_text),
-            parse=needs_parser(self.fmt, self.template, opts),
-        )
+        return self.renderer.shaper(prompt_text, opts)
 
     def prepare(
         self,
