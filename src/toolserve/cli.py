@@ -21,6 +21,7 @@ from toolserve.config import (
     ServerConfig,
     UpstreamConfig,
     env_default,
+    field_names,
     load_models_config,
 )
 from toolserve.errors import ToolserveError
@@ -30,6 +31,17 @@ from toolserve.types import Message, SamplingParams
 
 if TYPE_CHECKING:
     from toolserve.serving.registry import ModelRegistry, UpstreamModel
+
+
+# request caps: Limits fields, each a `serve` flag of the same name
+CAPS = {
+    "max_n": "choices per request ('n')",
+    "max_messages": "messages per chat request",
+    "max_tools": "tools per request",
+    "max_stops": "stop strings per request",
+    "max_top_logprobs": "top_logprobs (chat) / logprobs (completions)",
+    "max_images": "image parts per request",
+}
 
 
 def _model_flags(p: argparse.ArgumentParser) -> None:
@@ -49,19 +61,8 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
 
 
 def _model_config(args: argparse.Namespace) -> ModelConfig:
-    return ModelConfig(
-        model=args.model,
-        model_alias=args.model_alias,
-        ctx_size=args.ctx_size,
-        threads=args.threads,
-        parallel=args.parallel,
-        mmproj=args.mmproj,
-        chat_template=args.chat_template,
-        tool_format=args.tool_format,
-        cache_ram=args.cache_ram,
-        cache_type_k=args.cache_type_k,
-        cache_type_v=args.cache_type_v,
-    )
+    """Every ModelConfig field is a flag of the same name (see _model_flags)."""
+    return ModelConfig(**{name: getattr(args, name) for name in field_names(ModelConfig)})
 
 
 def _upstream_flags(p: argparse.ArgumentParser) -> None:
@@ -89,14 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-queue", type=int, default=env_default("max_queue", Limits.max_queue), help="requests that may wait behind the running one; more get 429")
     serve.add_argument("--request-timeout", type=float, default=env_default("request_timeout", 0.0), help="seconds a request may take in all (0: no limit)")
     serve.add_argument("--shutdown-grace", type=float, default=env_default("shutdown_grace", ServerConfig.shutdown_grace), help="seconds in-flight requests get to finish on SIGTERM/SIGINT")
-    for cap, what in (
-        ("max_n", "choices per request ('n')"),
-        ("max_messages", "messages per chat request"),
-        ("max_tools", "tools per request"),
-        ("max_stops", "stop strings per request"),
-        ("max_top_logprobs", "top_logprobs (chat) / logprobs (completions)"),
-        ("max_images", "image parts per request"),
-    ):
+    for cap, what in CAPS.items():
         flag = "--" + cap.replace("_", "-")
         serve.add_argument(flag, type=int, default=env_default(cap, getattr(Limits, cap)), help=f"largest {what} accepted")
     serve.add_argument("--allow-image-urls", action="store_true", default=env_default("allow_image_urls", False), help="fetch http(s) image URLs in requests (public addresses only)")
@@ -145,12 +139,7 @@ def _serve(args: argparse.Namespace) -> int:
     limits = Limits(
         max_queue=args.max_queue,
         request_timeout=args.request_timeout or None,
-        max_n=args.max_n,
-        max_messages=args.max_messages,
-        max_tools=args.max_tools,
-        max_stops=args.max_stops,
-        max_top_logprobs=args.max_top_logprobs,
-        max_images=args.max_images,
+        **{cap: getattr(args, cap) for cap in CAPS},
         images=ImagePolicy(
             allow_urls=args.allow_image_urls,
             allow_private_urls=args.allow_private_urls,
