@@ -110,11 +110,10 @@ def remote_choices(up: RawUpstream, prompt_text: str, opts: ChatOptions, req: Ch
 class ChatRun:
     """One chat request after validation: a prompt and the parameters of each choice. The model
     is a local Pipeline, or a raw-mode upstream that continues the rendered prompt remotely;
-    either way the same shaper, chunks and message come out."""
+    either way the same shaper, chunks and message come out. The route has checked the caps."""
 
     def __init__(self, pipe: Pipeline | RawUpstream, req: ChatCompletionRequest, images: list[EncodedImage] | None = None):
         convert.check_chat_features(req)
-        convert.check_caps(req, pipe.limits)
         self.opts = convert.chat_options(req)
         self.remote: Choice | None = None
         if isinstance(pipe, RawUpstream):
@@ -219,6 +218,7 @@ class ChatRun:
 async def chat_completions(req: ChatCompletionRequest, request: Request, registry: RegistryDep) -> Response:
     model = registry.resolve(req.model)
     if isinstance(model, RawUpstream):
+        convert.check_caps(req, model.limits)
         run = ChatRun(model, req)
     elif isinstance(model, LocalModel):
         async with registry.hold(model) as pipe:  # not unloaded while the images are prepared
