@@ -27,30 +27,29 @@ def toolserve_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "toolserve.cli"]
 
 
-class Server:
-    def __init__(self, args: list[str], *, port: int | None = None, ready: tuple[int, ...] = (200,)):
-        """`ready`: the /health statuses that mean started (a front whose upstream is down says 503)."""
-        self.port = port or free_port()
-        self.ready = ready
+class ServerProcess:
+    """A server in a child process on `port`, ready once GET `ready_path` answers a status in `ready`."""
+
+    def __init__(self, cmd: list[str], port: int, *, ready_path: str = "/health", ready: tuple[int, ...] = (200,)):
+        self.port = port
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(os.devnull, "w")  # noqa: SIM115 - closed in stop()
-        cmd = [*toolserve_command(), "serve", "--port", str(self.port), "--log-level", "warning", *args]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.PIPE, text=True)
-        self._wait_ready()
+        self._wait_ready(ready_path, ready)
 
-    def _wait_ready(self, timeout: float = 120.0) -> None:
+    def _wait_ready(self, ready_path: str, ready: tuple[int, ...], timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"toolserve exited: {self.proc.stderr.read() if self.proc.stderr else ''}")
+                raise RuntimeError(f"{self.proc.args} exited: {self.proc.stderr.read() if self.proc.stderr else ''}")
             try:
-                if httpx.get(f"{self.url}/health", timeout=1).status_code in self.ready:
+                if httpx.get(f"{self.url}{ready_path}", timeout=1).status_code in ready:
                     return
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)
         self.stop()
-        raise RuntimeError("toolserve did not become ready")
+        raise RuntimeError(f"{self.proc.args} did not become ready")
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -59,6 +58,16 @@ class Server:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.log.close()
+
+
+class Server(ServerProcess):
+    """`toolserve serve` with `args`. `ready`: the /health statuses that mean started (a front
+    whose upstream is down says 503)."""
+
+    def __init__(self, args: list[str], *, port: int | None = None, ready: tuple[int, ...] = (200,)):
+        port = port or free_port()
+        cmd = [*toolserve_command(), "serve", "--port", str(port), "--log-level", "warning", *args]
+        super().__init__(cmd, port, ready=ready)
 
 
 @pytest.fixture(scope="session")

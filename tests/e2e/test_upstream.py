@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import subprocess
 import sys
 import threading
 import time
@@ -20,7 +19,7 @@ import jsonschema
 import pytest
 from openai import OpenAI
 
-from tests.conftest import Server, free_port
+from tests.conftest import Server, ServerProcess, free_port
 from tests.e2e.test_load import NO_EOS, wait_idle
 from tests.e2e.test_tools import SCHEMAS, WEATHER, assert_valid_calls, both
 from toolserve.modelfile import bundled_model
@@ -50,32 +49,14 @@ def sse_events(url: str, body: dict[str, Any], timeout: float = 120) -> list[dic
     return [json.loads(x) for x in lines[:-1]]
 
 
-class LlamaCppServer:
+class LlamaCppServer(ServerProcess):
     """`python -m llama_cpp.server` on the bundled GGUF."""
 
     def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        port = free_port()
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(bundled_model()), "--n_ctx", "2048",
-               "--host", "127.0.0.1", "--port", str(self.port), "--verbose", "false"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited: {self.proc.stderr.read() if self.proc.stderr else ''}")
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(f"{self.url}/v1/models", timeout=1).status_code == 200:
-                    return
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError("llama_cpp.server did not start")
-
-    def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+               "--host", "127.0.0.1", "--port", str(port), "--verbose", "false"]
+        super().__init__(cmd, port, ready_path="/v1/models")
 
 
 class Misbehaving:
