@@ -80,7 +80,7 @@ TEXT_2B: dict[str, Any] = {
     "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]},
     "tie_word_embeddings": False,
 }
-RECIPE_2B = 1  # bump when build_hf_2b changes: the cache key covers this and the configs only
+RECIPE_2B = 1  # bump when the 2B build changes: the cache key covers this and the configs only
 MODEL_2B = "qwen2vl-2b-vision-f16.gguf"
 MMPROJ_2B = "mmproj-qwen2vl-2b-vision-f16.gguf"
 
@@ -92,36 +92,6 @@ def cache_dir_2b() -> Path:
     recipe = json.dumps([RECIPE_2B, VISION_2B, TEXT_2B, tiny.SEED], sort_keys=True).encode()
     key = f"{tiny.version_key()}-{hashlib.sha256(recipe).hexdigest()[:12]}"
     return tiny._default_cache_root().parent / "qwen2vl-2b-vision" / key
-
-
-def build_hf_2b(out_dir: Path) -> None:
-    """make_tiny_vlm.build_hf_model with the 2B shapes: tokenizer, random weights, configs."""
-    import torch
-    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
-
-    out_dir.mkdir(parents=True, exist_ok=True)
-    ids = tiny.build_tokenizer(out_dir)
-    text_config = {
-        **TEXT_2B,
-        "vocab_size": ids["vocab_size"],
-        "bos_token_id": ids["<|endoftext|>"],
-        "eos_token_id": ids["<|im_end|>"],
-    }
-    config = Qwen2VLConfig(
-        text_config=text_config,
-        vision_config=VISION_2B,
-        image_token_id=ids["<|image_pad|>"],
-        video_token_id=ids["<|video_pad|>"],
-        vision_start_token_id=ids["<|vision_start|>"],
-        vision_end_token_id=ids["<|vision_end|>"],
-        tie_word_embeddings=False,
-        architectures=["Qwen2VLForConditionalGeneration"],
-    )
-    torch.manual_seed(tiny.SEED)
-    model = Qwen2VLForConditionalGeneration(config)
-    # Saved as f16 (the converter writes f16 anyway): half the bytes to write and read back.
-    model.half().save_pretrained(out_dir, safe_serialization=True)
-    (out_dir / "preprocessor_config.json").write_text(json.dumps(tiny.PREPROCESSOR_CONFIG, indent=2) + "\n")
 
 
 def build_2b() -> tuple[Path, Path]:
@@ -138,7 +108,7 @@ def build_2b() -> tuple[Path, Path]:
         llama_dir = tiny.fetch_converter(tiny.build()[0].parent / "src")
         with tempfile.TemporaryDirectory(dir=cache_dir) as tmp:
             hf_dir = Path(tmp) / "hf"
-            build_hf_2b(hf_dir)
+            tiny.build_hf_model(hf_dir, TEXT_2B, VISION_2B, half=True)
             tmp_model = tiny.convert(llama_dir, hf_dir, Path(tmp) / MODEL_2B, mmproj=False)
             tmp_mmproj = tiny.convert(llama_dir, hf_dir, Path(tmp) / MMPROJ_2B, mmproj=True)
             os.replace(tmp_mmproj, mmproj_path)

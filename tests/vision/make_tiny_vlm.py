@@ -298,8 +298,16 @@ def build_tokenizer(out_dir: Path) -> dict[str, int]:
     return ids
 
 
-def build_hf_model(out_dir: Path) -> None:
-    """Write tokenizer + random Qwen2-VL weights + configs into out_dir (HF layout)."""
+def build_hf_model(
+    out_dir: Path,
+    text: dict[str, Any] = TEXT_CONFIG,
+    vision: dict[str, Any] = VISION_CONFIG,
+    *,
+    half: bool = False,
+) -> None:
+    """Write tokenizer + random Qwen2-VL weights + configs into out_dir (HF layout). The shapes
+    are the tiny ones unless given (bench/vision.py builds a 2B-size vision tower); `half` saves
+    f16 weights (the converter writes f16 anyway: half the bytes to write and read back)."""
     import torch
     from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
 
@@ -307,14 +315,14 @@ def build_hf_model(out_dir: Path) -> None:
     ids = build_tokenizer(out_dir)
 
     text_config = {
-        **TEXT_CONFIG,
+        **text,
         "vocab_size": ids["vocab_size"],
         "bos_token_id": ids["<|endoftext|>"],
         "eos_token_id": ids["<|im_end|>"],
     }
     config = Qwen2VLConfig(
         text_config=text_config,
-        vision_config=VISION_CONFIG,
+        vision_config=vision,
         image_token_id=ids["<|image_pad|>"],
         video_token_id=ids["<|video_pad|>"],
         vision_start_token_id=ids["<|vision_start|>"],
@@ -327,7 +335,7 @@ def build_hf_model(out_dir: Path) -> None:
     model = Qwen2VLForConditionalGeneration(config)  # float32, weights drawn from the seeded RNG
     # save_pretrained writes the legacy tensor names (visual.*, model.*, lm_head.*) that the
     # converter expects.
-    model.save_pretrained(out_dir, safe_serialization=True)
+    (model.half() if half else model).save_pretrained(out_dir, safe_serialization=True)
     (out_dir / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR_CONFIG, indent=2) + "\n")
 
 
