@@ -132,7 +132,6 @@ class LlamaCppEngine:
         self._n_batch = n_batch
         self._mtmd: object | None = None
         self._mtmd_lock = threading.Lock()  # libmtmd's context is used by tokenize_image and the worker
-        self._mrope = False
         if mmproj is not None:
             self._mtmd = self._load_mmproj(mmproj, threads)
         bos, eos = model.token_bos(), model.token_eos()
@@ -194,7 +193,6 @@ class LlamaCppEngine:
             mtmd_cpp.mtmd_free(ctx)
             self._llm.close()
             raise ModelLoadError(f"{path} is not a vision projector")
-        self._mrope = bool(mtmd_cpp.mtmd_decode_use_mrope(ctx))
         return ctx
 
     def tokenize_image(self, image: ImageData) -> list[int | MediaSpan]:

@@ -188,7 +188,7 @@ class Pipeline:
                 "send images in user messages that the template renders.",
                 param="messages",
             )
-        tokens = self.tokenize_prompt(pieces[0]) if pieces[0] else self.tokenize_prompt("")
+        tokens = self.tokenize_prompt(pieces[0])  # BOS, if the model wants one, even before an image
         media: list[MediaSpan] = []
         for image, piece in zip(images, pieces[1:], strict=True):
             for item in image:
