@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,18 +31,34 @@ def toolserve_command() -> list[str]:
 class ServerProcess:
     """A server in a child process on `port`, ready once GET `ready_path` answers a status in `ready`."""
 
-    def __init__(self, cmd: list[str], port: int, *, ready_path: str = "/health", ready: tuple[int, ...] = (200,)):
+    def __init__(
+        self,
+        cmd: list[str],
+        port: int,
+        *,
+        ready_path: str = "/health",
+        ready: tuple[int, ...] = (200,),
+        env: dict[str, str] | None = None,
+    ):
         self.port = port
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(os.devnull, "w")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.PIPE, text=True)
+        self.stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed in stop(); a file never blocks the child
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.stderr, text=True, env={**os.environ, **(env or {})})
         self._wait_ready(ready_path, ready)
+
+    def stderr_text(self) -> str:
+        """What the server has logged so far (all of it, after stop())."""
+        if self.stderr.closed:
+            return self._stderr_text
+        self.stderr.seek(0)
+        return self.stderr.read()
 
     def _wait_ready(self, ready_path: str, ready: tuple[int, ...], timeout: float = 120.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.proc.args} exited: {self.proc.stderr.read() if self.proc.stderr else ''}")
+                raise RuntimeError(f"{self.proc.args} exited: {self.stderr_text()}")
             try:
                 if httpx.get(f"{self.url}{ready_path}", timeout=1).status_code in ready:
                     return
@@ -58,16 +75,21 @@ class ServerProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
         self.log.close()
+        if not self.stderr.closed:
+            self._stderr_text = self.stderr_text()
+            self.stderr.close()
 
 
 class Server(ServerProcess):
     """`toolserve serve` with `args`. `ready`: the /health statuses that mean started (a front
     whose upstream is down says 503)."""
 
-    def __init__(self, args: list[str], *, port: int | None = None, ready: tuple[int, ...] = (200,)):
+    def __init__(
+        self, args: list[str], *, port: int | None = None, ready: tuple[int, ...] = (200,), env: dict[str, str] | None = None
+    ):
         port = port or free_port()
         cmd = [*toolserve_command(), "serve", "--port", str(port), "--log-level", "warning", *args]
-        super().__init__(cmd, port, ready=ready)
+        super().__init__(cmd, port, ready=ready, env=env)
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,7 @@ class ModelConfig:
     cache_type_k: str = "f16"
     cache_type_v: str = "f16"
     mmproj: str | None = None  # multimodal projector GGUF; None: one named *mmproj*.gguf beside the model, if any
+    no_repack: bool = False  # never let llama.cpp repack weights (else: as the host check says)
 
 
 @dataclass(frozen=True)
@@ -80,14 +81,14 @@ class ConfigError(ValueError):
 
 _LOCAL_KEYS = {
     "id", "model", "ctx_size", "threads", "parallel", "chat_template", "tool_format", "cache_ram",
-    "cache_type_k", "cache_type_v", "keep_alive", "preload", "mmproj",
+    "cache_type_k", "cache_type_v", "keep_alive", "preload", "mmproj", "no_repack",
 }
 _UPSTREAM_KEYS = {
     "id", "url", "api_key", "api_key_env", "upstream_model", "mode", "guided", "timeout", "verify_tls",
     "chat_template", "tool_format", "health_interval",
 }
 _TOP_KEYS = {"models", "memory_mb", "keep_alive", "default"}
-_INHERITED = ("ctx_size", "threads", "parallel", "cache_ram", "cache_type_k", "cache_type_v")
+_INHERITED = ("ctx_size", "threads", "parallel", "cache_ram", "cache_type_k", "cache_type_v", "no_repack")
 DEFAULT_KEEP_ALIVE = 300.0
 
 
@@ -126,6 +127,8 @@ def _local_entry(where: str, d: dict[str, Any], base: Path, defaults: ModelConfi
     for k in ("chat_template", "mmproj"):
         if k in strs:
             strs[k] = _path(base, strs[k])
+    if "no_repack" in d:
+        strs["no_repack"] = bool(_typed(where, "no_repack", d["no_repack"], (bool,), "true or false"))
     model_id = d.get("id") or Path(path or BUNDLED_FILE).stem
     inherited = {k: getattr(defaults, k) for k in _INHERITED}  # the serve flags, as defaults
     settings: dict[str, Any] = {**inherited, "model": path, "model_alias": str(model_id), **ints, **strs}

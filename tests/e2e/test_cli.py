@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 from pathlib import Path
 
 from tests.conftest import toolserve_command
+from toolserve.engine.repack import PROBE_ENV
 
 
-def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*toolserve_command(), *args], capture_output=True, text=True, timeout=timeout)
+def run(*args: str, timeout: float = 120, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*toolserve_command(), *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
 def test_run_prints_an_answer() -> None:
@@ -19,6 +21,15 @@ def test_run_prints_an_answer() -> None:
     assert a.stdout.strip()
     b = run("run", "Say hello.", "--max-tokens", "12", "--log-level", "warning")
     assert a.stdout == b.stdout  # greedy by default
+
+
+def test_run_on_a_host_whose_repacking_faults(tmp_path: Path) -> None:
+    """`run` takes the same check as `serve`: the answer is the same with repacking off."""
+    plain = run("run", "Say hello.", "--max-tokens", "12", "--log-level", "warning", "--no-repack")
+    faulty = run("run", "Say hello.", "--max-tokens", "12", "--log-level", "warning", env={"TOOLSERVE_CACHE_DIR": str(tmp_path), PROBE_ENV: "SEGV"})
+    assert faulty.returncode == 0, faulty.stderr
+    assert faulty.stdout == plain.stdout and faulty.stdout.strip()
+    assert "weight repacking off" in faulty.stderr and "SIGSEGV" in faulty.stderr
 
 
 def test_chat_reads_turns_from_stdin() -> None:

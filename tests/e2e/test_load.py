@@ -191,7 +191,6 @@ def test_prompts_are_logged_only_when_asked(flag: bool) -> None:
         request_id = r.headers["x-request-id"]
     finally:
         srv.stop()
-    assert srv.proc.stderr is not None
-    log = srv.proc.stderr.read()
+    log = srv.stderr_text()
     assert request_id in log  # the access line is there either way
     assert (secret in log) is flag

@@ -34,6 +34,7 @@ models:
     keep_alive: null
     preload: true
     mmproj: weights/other-mmproj.gguf
+    no_repack: true
   - id: big
     url: https://gpu-box:8000/v1
     api_key_env: VLLM_KEY
@@ -55,6 +56,8 @@ models:
     assert other.local is not None and other.local.model == str(tmp_path / "weights/other.gguf")
     assert other.keep_alive is None and other.preload
     assert other.local.mmproj == str(tmp_path / "weights/other-mmproj.gguf")
+    assert other.local.no_repack and not small.local.no_repack
+    assert load_models_config(path, ModelConfig(no_repack=True)).models[0].local.no_repack  # type: ignore[union-attr]  # the flag as default
     up = big.upstream
     assert up is not None and big.local is None
     assert (up.api_key, up.mode, up.guided, up.timeout, up.tool_format) == ("secret", "raw", "vllm", 30.0, "llama3_json")
@@ -74,6 +77,7 @@ models:
         ("models:\n  - id: a\ndefault: b", "default 'b'"),
         ("models:\n  - id: a\n    ctx_size: big", "models[0].ctx_size: expected an integer"),
         ("models:\n  - id: a\n    cache_type_k: q3", "cache_type_k"),
+        ("models:\n  - id: a\n    no_repack: yes please", "models[0].no_repack: expected true or false"),
         ("models:\n  - url: http://x\n    id: a\n    api_key_env: NO_SUCH_VARIABLE_HERE", "NO_SUCH_VARIABLE_HERE is not set"),
         ("modles: []", "unknown key 'modles'"),
         ("models: [", "not valid YAML"),

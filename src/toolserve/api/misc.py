@@ -38,6 +38,7 @@ def model_card(pipe: Any) -> dict[str, Any]:
             "tool_format": pipe.fmt.FORMAT_ID,
             "vision": info.vision,
             "input_modalities": ["text", "image"] if info.vision else ["text"],
+            "weight_repacking": info.repack,
         },
     }
 

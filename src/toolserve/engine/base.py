@@ -24,6 +24,7 @@ class ModelInfo:
     add_bos: bool
     chat_template: str | None
     vision: bool = False  # a multimodal projector is loaded: prompts may hold images
+    repack: bool = True  # llama.cpp may repack weights into extra buffer types (AMX, CPU_REPACK)
 
 
 @dataclass(frozen=True)

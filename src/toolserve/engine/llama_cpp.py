@@ -87,6 +87,25 @@ class _Chunk:
         mtmd_cpp.mtmd_input_chunk_free(self.ptr)
 
 
+class _Llama(llama_cpp.Llama):
+    """`Llama` with llama.cpp's `use_extra_bufts` (weight repacking, `--no-repack` when off)
+    settable: `Llama.__init__` builds its model parameters itself and has no argument for it,
+    so the field is set when it assigns them, before the model is loaded."""
+
+    def __init__(self, *, repack: bool, **kwargs: object):
+        self._repack = repack
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+
+    @property  # type: ignore[override]
+    def model_params(self) -> llama_cpp.llama_model_params:
+        return self.__dict__["model_params"]  # type: ignore[no-any-return]
+
+    @model_params.setter
+    def model_params(self, params: llama_cpp.llama_model_params) -> None:
+        params.use_extra_bufts = self._repack
+        self.__dict__["model_params"] = params
+
+
 class LlamaCppEngine:
     """Runs a GGUF model with llama-cpp-python on a single worker thread."""
 
@@ -104,10 +123,12 @@ class LlamaCppEngine:
         cache_type_k: str = "f16",
         cache_type_v: str = "f16",
         mmproj: str | None = None,
+        repack: bool = True,
     ):
         threads = n_threads or os.cpu_count() or 1
         try:
-            self._llm = llama_cpp.Llama(
+            self._llm = _Llama(
+                repack=repack,  # off where the host check found repacked kernels faulting
                 model_path=path,
                 n_ctx=n_ctx,
                 n_batch=n_batch,
@@ -149,6 +170,7 @@ class LlamaCppEngine:
             add_bos=model.add_bos_token(),
             chat_template=meta.get("tokenizer.chat_template"),
             vision=self._mtmd is not None,
+            repack=bool(self._llm.model_params.use_extra_bufts),
         )
         self.stats = EngineStats()
         self.cache = PromptCache(cache_ram_mb * 1024 * 1024) if cache_ram_mb > 0 else None

@@ -11,13 +11,23 @@ from toolserve.config import ModelConfig
 from toolserve.engine.base import Engine
 from toolserve.engine.llama_cpp import LlamaCppEngine
 from toolserve.engine.pool import EnginePool
+from toolserve.engine.repack import decide_repack
 from toolserve.errors import ModelLoadError
 from toolserve.formats.registry import detect_format, get_format
 from toolserve.formats.template import ChatTemplate, choose_template
-from toolserve.modelfile import find_mmproj, resolve_model
+from toolserve.modelfile import bundled_model, find_mmproj, resolve_model
 from toolserve.serving.pipeline import Limits, Pipeline
 
 log = logging.getLogger(__name__)
+
+
+def _probe_model(path: Path) -> Path:
+    """The model the repack check evaluates: the small bundled one (its Q4_1 weights are what
+    AMX repacks), else the model itself."""
+    try:
+        return bundled_model()
+    except ModelLoadError:
+        return path
 
 
 def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
@@ -37,6 +47,7 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
     if mmproj:
         log.info("images: projector %s", mmproj)
     threads = cfg.threads or os.cpu_count() or 1
+    repack = decide_repack(cfg.no_repack, str(_probe_model(path)))
     instances = [
         LlamaCppEngine(
             str(path),
@@ -46,6 +57,7 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
             cache_type_k=cfg.cache_type_k,
             cache_type_v=cfg.cache_type_v,
             mmproj=mmproj,
+            repack=repack,
         )
         for _ in range(n)
     ]
@@ -57,7 +69,7 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
     fmt = get_format(fmt_id)
     model_id = cfg.model_alias or path.stem
     log.info(
-        "loaded %s in %.2f s: architecture %s, context %d, %d instance(s), chat template %s, tool format %s",
-        model_id, time.perf_counter() - started, info.architecture, info.n_ctx, n, label, fmt_id,
+        "loaded %s in %.2f s: architecture %s, context %d, %d instance(s), chat template %s, tool format %s, weight repacking %s",
+        model_id, time.perf_counter() - started, info.architecture, info.n_ctx, n, label, fmt_id, "on" if repack else "off",
     )
     return Pipeline(engine, template, model_id, fmt, limits)
