@@ -3,12 +3,14 @@ every error in OpenAI's shape. Bounded: a small context keeps every generation s
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import httpx
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import Server
 
@@ -43,3 +45,66 @@ def test_context_is_the_size_asked_for(small: Server) -> None:
     assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded"
     r = httpx.post(f"{small.url}/v1/completions", json={"prompt": prompt[:120], "max_tokens": 50}, timeout=60)
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] <= 8  # clamped to the room left
+
+
+# Strings as JSON can carry them: any character, lone UTF-16 surrogates (`\ud800`) included,
+# which schemathesis never draws (its alphabet leaves category Cs out).
+# (st.text drops them from any alphabet, hence a joined list)
+TEXT = st.lists(st.one_of(st.characters(), st.characters(categories=["Cs"])), max_size=6).map("".join)
+
+
+def surrogate_places(value: object, path: str = "") -> set[str]:
+    """Every place (OpenAI's param spelling) whose string, or key, holds a lone surrogate."""
+    if isinstance(value, str):
+        return {path} if any(0xD800 <= ord(c) <= 0xDFFF for c in value) else set()
+    out: set[str] = set()
+    if isinstance(value, dict):
+        for k, v in value.items():
+            inner = f"{path}.{k}" if path else k
+            out |= {inner} if surrogate_places(k) else surrogate_places(v, inner)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out |= surrogate_places(v, f"{path}[{i}]")
+    return out
+
+
+@st.composite
+def request_with_text(draw: st.DrawFn) -> tuple[str, dict[str, object]]:
+    t = lambda: draw(TEXT)  # noqa: E731
+    kind = draw(st.sampled_from(["chat", "completion", "tokenize"]))
+    if kind == "completion":
+        prompt = draw(st.sampled_from([t(), [t(), t()]]))
+        return "/v1/completions", {"prompt": prompt, "max_tokens": 1, "stop": [t()], "user": t()}
+    if kind == "tokenize":
+        return "/tokenize", {"content": t()}
+    call = {"id": t(), "type": "function", "function": {"name": "f", "arguments": t()}}
+    messages = [
+        {"role": "system", "content": [{"type": "text", "text": t()}]},
+        {"role": "user", "content": t(), "name": t()},
+        {"role": "assistant", "content": None, "tool_calls": [call], "reasoning_content": t()},
+        {"role": "tool", "tool_call_id": t(), "content": t()},
+    ]
+    params = {"type": "object", "properties": {t(): {"type": "string", "description": t()}}}
+    tools = [{"type": "function", "function": {"name": "f", "description": t(), "parameters": params}}]
+    return "/v1/chat/completions", {"messages": messages, "tools": tools, "stop": t(), "max_tokens": 1}
+
+
+def test_lone_surrogates_anywhere_are_a_400_naming_the_place(small: Server) -> None:
+    @given(request=request_with_text())
+    @settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    def check(request: tuple[str, dict[str, object]]) -> None:
+        path, body = request
+        data = json.dumps(body)  # ASCII: a lone surrogate travels as its \ud800 escape
+        r = httpx.post(f"{small.url}{path}", content=data, headers={"content-type": "application/json"}, timeout=60)
+        assert r.status_code < 500, (path, data, r.text[:300])
+        places = surrogate_places(body)
+        if r.status_code >= 400:
+            error = r.json()["error"]
+            assert set(error) == {"message", "type", "param", "code"}
+        if places:
+            assert r.status_code == 400 and error["code"] == "invalid_unicode", (data, r.text[:300])
+            assert error["param"] in places, (error["param"], places)
+        else:
+            assert r.status_code == 200 or error["code"] != "invalid_unicode"
+
+    check()

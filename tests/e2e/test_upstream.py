@@ -22,6 +22,7 @@ from openai import OpenAI
 from tests.conftest import Server, ServerProcess, free_port
 from tests.e2e.test_load import NO_EOS, wait_idle
 from tests.e2e.test_tools import SCHEMAS, WEATHER, assert_valid_calls, both
+from toolserve.engine.repack import check_repack
 from toolserve.modelfile import bundled_model
 
 ASK = [{"role": "user", "content": "What's the weather like in Paris today?"}]
@@ -49,12 +50,29 @@ def sse_events(url: str, body: dict[str, Any], timeout: float = 120) -> list[dic
     return [json.loads(x) for x in lines[:-1]]
 
 
+# llama-cpp-python's server has no --no-repack: on a host where toolserve's check finds repacked
+# kernels faulting, it runs with the default model parameters' repacking turned off.
+NO_REPACK_SERVER = (
+    "import runpy, llama_cpp.llama_cpp as c\n"
+    "default = c.llama_model_default_params\n"
+    "def no_repack():\n    p = default(); p.use_extra_bufts = False; return p\n"
+    "c.llama_model_default_params = no_repack\n"
+    "runpy.run_module('llama_cpp.server', run_name='__main__')\n"
+)
+
+
+def llama_cpp_server(repack: bool) -> list[str]:
+    return [sys.executable, "-m", "llama_cpp.server"] if repack else [sys.executable, "-c", NO_REPACK_SERVER]
+
+
 class LlamaCppServer(ServerProcess):
     """`python -m llama_cpp.server` on the bundled GGUF."""
 
-    def __init__(self) -> None:
+    def __init__(self, repack: bool | None = None) -> None:
         port = free_port()
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(bundled_model()), "--n_ctx", "2048",
+        if repack is None:
+            repack = check_repack(str(bundled_model())).works
+        cmd = [*llama_cpp_server(repack), "--model", str(bundled_model()), "--n_ctx", "2048",
                "--host", "127.0.0.1", "--port", str(port), "--verbose", "false"]
         super().__init__(cmd, port, ready_path="/v1/models")
 
@@ -85,17 +103,31 @@ class Misbehaving:
         head = f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
         return head.encode() + body
 
+    @classmethod
+    def _surrogate_answer(cls, stream: bool) -> bytes:
+        head = {"id": "x", "created": 0, "model": "broken"}
+        if not stream:
+            message = {"role": "assistant", "content": "Hel\ud800lo"}
+            whole = {**head, "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+            return cls._reply("200 OK", json.dumps(whole).encode())
+        out = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+        for delta, finish in (({"role": "assistant", "content": "Hel\ud800"}, None), ({"content": "lo"}, "stop")):
+            chunk = {**head, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            out += b"data: " + json.dumps(chunk).encode() + b"\n\n"
+        return out + b"data: [DONE]\n\n"
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
             method, path, _ = head[0].split(" ")
             length = next((int(h.split(":", 1)[1]) for h in head[1:] if h.lower().startswith("content-length:")), 0)
-            if length:
-                await reader.readexactly(length)
+            body = json.loads(await reader.readexactly(length)) if length else {}
             if method == "GET" and path == "/health":
                 writer.write(self._reply("200 OK", b"{}"))
             elif method == "GET" and path == "/v1/models":
                 writer.write(self._reply("200 OK", json.dumps({"object": "list", "data": [{"id": "broken", "object": "model"}]}).encode()))
+            elif self.mode == "surrogate":  # a lone \ud800 escape in its text, as a buggy upstream may send
+                writer.write(self._surrogate_answer(bool(body.get("stream"))))
             elif self.mode == "error":
                 err = {"error": {"message": "the GPU caught fire", "type": "server_error", "param": None, "code": None}}
                 writer.write(self._reply("500 Internal Server Error", json.dumps(err).encode()))
@@ -351,6 +383,14 @@ def test_upstream_5xx_becomes_502(broken: Server, misbehaving: Misbehaving) -> N
         assert r.status_code == 502
         err = error_of(r)
         assert err["code"] == "upstream_error" and "the GPU caught fire" in err["message"]
+
+
+def test_upstream_text_with_a_lone_surrogate_is_mended(broken: Server, misbehaving: Misbehaving) -> None:
+    misbehaving.mode = "surrogate"
+    r = httpx.post(f"{broken.url}/v1/chat/completions", json={"messages": HI}, timeout=60)
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "Hel\ufffdlo"
+    events = sse_events(f"{broken.url}/v1/chat/completions", {"messages": HI})
+    assert "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"]) == "Hel\ufffdlo"
 
 
 def test_stalled_upstream_times_out(broken: Server, misbehaving: Misbehaving) -> None:

@@ -11,6 +11,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from toolserve.api.schemas import SURROGATE_ERROR
 from toolserve.errors import ToolserveError
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,10 @@ def _validation_response(exc: RequestValidationError) -> JSONResponse:
         detail = ctx.get("error", first["msg"]) if isinstance(ctx, dict) else first["msg"]
         msg = f"The request body is not valid JSON: {detail}"
         return JSONResponse(error_body(msg, "invalid_request_error", None, "invalid_json"), 400)
+    if first.get("type") == SURROGATE_ERROR:
+        ctx = first.get("ctx")
+        where = ctx.get("param") if isinstance(ctx, dict) else None
+        return JSONResponse(error_body(str(first["msg"]), "invalid_request_error", where, "invalid_unicode"), 400)
     loc = tuple(first.get("loc", ()))
     param = _param(loc)
     if first.get("type") == "missing":

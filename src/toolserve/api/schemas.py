@@ -2,13 +2,56 @@
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
+
+SURROGATE_ERROR = "unpaired_surrogate"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore")
+
+
+def surrogate_path(value: Any, path: str = "") -> str | None:
+    """Where a string of `value` (a key or a value, at any depth) holds an unpaired UTF-16
+    surrogate, as OpenAI spells a param ('messages[0].content'); None if nowhere. JSON's
+    `\\ud800` escape decodes to one, and such text cannot become UTF-8 for the model."""
+    if isinstance(value, str):
+        return path if _SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            inner = f"{path}.{k}" if path else str(k)
+            if surrogate_path(k, inner) is not None:
+                return inner
+            found = surrogate_path(v, inner)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found = surrogate_path(v, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+class _Request(_Model):
+    """A request body: every string in it must be valid Unicode (no lone surrogates)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_surrogates(cls, data: Any) -> Any:
+        path = surrogate_path(data)
+        if path is not None:
+            raise PydanticCustomError(
+                SURROGATE_ERROR,
+                "Invalid value for '{param}': the text holds an unpaired UTF-16 surrogate (a lone \\ud800-\\udfff escape), which is not valid Unicode.",
+                {"param": path},
+            )
+        return data
 
 
 class TextPart(_Model):
@@ -84,7 +127,7 @@ class ResponseFormat(_Model):
     json_schema: dict[str, Any] | None = None
 
 
-class _Sampling(_Model):
+class _Sampling(_Request):
     model: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
@@ -135,7 +178,7 @@ class CompletionRequest(_Sampling):
     response_format: ResponseFormat | None = None  # as in chat (vLLM and SGLang take it here too)
 
 
-class TokenizeRequest(_Model):
+class TokenizeRequest(_Request):
     model: str | None = None
     prompt: str | None = None
     content: str | None = None  # llama.cpp's spelling
@@ -143,6 +186,6 @@ class TokenizeRequest(_Model):
     add_special_tokens: bool = True
 
 
-class DetokenizeRequest(_Model):
+class DetokenizeRequest(_Request):
     model: str | None = None
     tokens: list[Annotated[int, Field(ge=0)]]

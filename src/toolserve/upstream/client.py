@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import re
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable
@@ -74,12 +75,33 @@ def describe(exc: BaseException) -> str:
     return f"{kind} ({text})" if text else kind
 
 
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _mend(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {_mend(k): _mend(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mend(v) for v in value]
+    return value
+
+
+def loads(data: str | bytes) -> Any:
+    """An upstream's JSON, with lone surrogates (a `\\ud800` escape pairing with nothing)
+    replaced by U+FFFD: our answers are UTF-8, which cannot hold them."""
+    obj = json.loads(data)
+    text = data if isinstance(data, str) else data.decode("utf-8", "replace")
+    return _mend(obj) if _ESCAPED_SURROGATE.search(text) else obj
+
+
 def error_from_body(status: int, body: bytes, headers: httpx.Headers | None = None) -> UpstreamError:
     """An upstream's error answer as our error: OpenAI's shape, vLLM's older flat shape,
     FastAPI's `detail`, or plain text."""
     message, type_, param, code = "", None, None, None
     try:
-        data: Any = json.loads(body)
+        data: Any = loads(body)
     except ValueError:
         data = None
     if isinstance(data, dict):
@@ -257,7 +279,7 @@ class UpstreamClient:
             self._open.discard(resp)
             await resp.aclose()
         try:
-            body = json.loads(data)
+            body = loads(data)
         except ValueError:
             raise UpstreamError("The upstream server answered with something that is not JSON.") from None
         if not isinstance(body, dict):
@@ -278,7 +300,7 @@ class UpstreamClient:
                     done = True
                     break
                 try:
-                    obj = json.loads(data)
+                    obj = loads(data)
                 except ValueError:
                     raise UpstreamError("The upstream server sent an event that is not JSON.") from None
                 if isinstance(obj, dict) and "error" in obj and not obj.get("choices"):
