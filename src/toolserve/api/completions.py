@@ -73,7 +73,7 @@ class LogprobText:
 class CompletionRun:
     def __init__(self, pipe: Pipeline, req: CompletionRequest):
         convert.check_completion_features(req)
-        convert.check_caps(req, pipe.limits)
+        convert.check_request_caps(req, pipe.limits)
         info = pipe.engine.info
         self.prompts = _prompts(pipe, req)
         # an explicit null: up to the end of the context (as llama.cpp and vLLM read it)

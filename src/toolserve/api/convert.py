@@ -1,4 +1,4 @@
-"""OpenAI request models -> neutral types the pipeline understands."""
+"""OpenAI chat completions (and completions) requests -> the neutral request of serving/."""
 
 from __future__ import annotations
 
@@ -9,55 +9,61 @@ from toolserve.api.schemas import ChatCompletionRequest, ChatMessage, Completion
 from toolserve.errors import InvalidRequest, Unsupported
 from toolserve.formats.template import MEDIA_MARKER
 from toolserve.serving.chat import ChatOptions
+from toolserve.serving.conversation import ChatRequest, ImageRef, check_caps
 from toolserve.serving.pipeline import Limits
 from toolserve.types import Message, SamplingParams, ToolCall, ToolSpec
 
+UNKNOWN_VOCAB = 2**31  # the model's vocabulary is checked later, by the model (or its upstream)
 
-def check_caps(req: ChatCompletionRequest | CompletionRequest, limits: Limits) -> None:
-    """The server's caps on a request's shape (`toolserve serve --max-n` and friends)."""
-    stops = [req.stop] if isinstance(req.stop, str) else req.stop or []
+
+def chat_request(req: ChatCompletionRequest) -> ChatRequest:
+    """A chat completions request as the neutral request."""
+    check_chat_features(req)
+    logprobs = (req.top_logprobs or 0) if req.logprobs else None
+    return ChatRequest(
+        messages=tuple(to_messages(req.messages)),
+        model=req.model,
+        options=chat_options(req),
+        images=tuple(ImageRef(where, url) for where, url in image_sources(req.messages)),
+        response_schema=response_schema(req),
+        sampling=sampling(req, max_tokens=0, n_vocab=UNKNOWN_VOCAB, logprobs=logprobs),
+        max_tokens=req.max_completion_tokens or req.max_tokens,
+        stops=tuple(stops(req)),
+        n=req.n,
+    )
+
+
+def check_request_caps(req: ChatCompletionRequest | CompletionRequest, limits: Limits) -> None:
+    """The caps on a request that is forwarded as the client wrote it."""
     if isinstance(req, ChatCompletionRequest):
-        top = req.top_logprobs
-        top_name = "top_logprobs"
-        counted = [
-            ("messages", len(req.messages), limits.max_messages),
-            ("tools", len(req.tools or []), limits.max_tools),
-            ("images", len(image_sources(req.messages)), limits.max_images),
-        ]
+        check_caps(chat_request(req), limits)
     else:
-        top, top_name, counted = req.logprobs, "logprobs", []
-    counted += [("n", req.n, limits.max_n), ("stop", len(stops), limits.max_stops)]
-    if top is not None:
-        counted.append((top_name, top, limits.max_top_logprobs))
-    for name, value, cap in counted:
-        if value > cap:
-            param = "messages" if name == "images" else name
-            raise InvalidRequest(f"'{name}' is {value}, over this server's limit of {cap}.", param=param)
+        top = req.logprobs
+        fake = ChatRequest(messages=(), n=req.n, stops=tuple(stops(req)), sampling=SamplingParams(0, logprobs=top),
+                           param_names={"top_logprobs": "logprobs"})
+        check_caps(fake, limits)
 
 
-def flatten_content(message: ChatMessage, index: int, vision: bool = False) -> str | None:
-    """Join text parts; an image part becomes the media marker where the model takes images."""
+def flatten_content(message: ChatMessage, index: int) -> str | None:
+    """Join text parts; an image part becomes the media marker (the model, once known, says
+    whether it takes images). Text never carries a marker of its own."""
     content = message.content
     if content is None or isinstance(content, str):
-        return content if content is None or not vision else content.replace(MEDIA_MARKER, "")
+        return content if content is None else content.replace(MEDIA_MARKER, "")
     out = ""
     last_text = False
     for j, part in enumerate(content):
         where = f"messages[{index}].content[{j}]"
         if isinstance(part, TextPart):
-            out += ("\n" if last_text else "") + (part.text.replace(MEDIA_MARKER, "") if vision else part.text)
+            out += ("\n" if last_text else "") + part.text.replace(MEDIA_MARKER, "")
             last_text = True  # text parts are joined by newlines; images sit where they are
-        elif isinstance(part, ImagePart) and vision:
+        elif isinstance(part, ImagePart):
             if message.role != "user":
                 raise InvalidRequest(f"{where}: images go in user messages only.", param=where)
             out += MEDIA_MARKER
             last_text = False
         else:
-            raise Unsupported(
-                f"{where} is of type '{part.type}', but this model accepts "
-                f"{'text and images' if vision else 'text'} only.",
-                param=where,
-            )
+            raise Unsupported(f"{where} is of type '{part.type}', which this server does not take.", param=where)
     return out
 
 
@@ -72,10 +78,10 @@ def image_sources(messages: list[ChatMessage]) -> list[tuple[str, str]]:
     ]
 
 
-def to_messages(messages: list[ChatMessage], vision: bool = False) -> list[Message]:
+def to_messages(messages: list[ChatMessage]) -> list[Message]:
     out = []
     for i, m in enumerate(messages):
-        content = flatten_content(m, i, vision)
+        content = flatten_content(m, i)
         if m.role in ("user", "system", "developer", "tool") and content is None:
             raise InvalidRequest(f"messages[{i}] ({m.role}) needs 'content'.", param=f"messages[{i}].content")
         calls = tuple(

@@ -17,7 +17,7 @@ from toolserve.upstream.passthrough import Forwarding
 async def forward(request: Request, model: Forwarding, path: str, req: ChatCompletionRequest | CompletionRequest) -> Response:
     """The request was validated as `req` (our caps apply too); the body is sent as the client
     wrote it, so fields toolserve does not know (an upstream's extensions) still arrive."""
-    convert.check_caps(req, model.limits)
+    convert.check_request_caps(req, model.limits)
     body = await request.json()
     ticket = model.admit()
     if not req.stream:

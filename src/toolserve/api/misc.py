@@ -137,8 +137,10 @@ async def tokenize(req: TokenizeRequest, registry: RegistryDep) -> dict[str, Any
     pipe = await local_pipeline(registry, req.model, "/tokenize")
     text = req.prompt if req.prompt is not None else req.content
     if req.messages is not None:
-        messages = convert.to_messages(req.messages, pipe.engine.info.vision)
-        text = pipe.render_chat(messages)
+        images = convert.image_sources(req.messages)
+        if images and not pipe.engine.info.vision:
+            raise Unsupported(f"{images[0][0]} is an image, but this model accepts text only.", param=images[0][0])
+        text = pipe.render_chat(convert.to_messages(req.messages))
     if text is None:
         raise InvalidRequest("Give 'prompt' (or 'content', or 'messages') to tokenize.", param="prompt")
     tokens = pipe.tokenize_prompt(text) if req.add_special_tokens else pipe.engine.tokenize(text)

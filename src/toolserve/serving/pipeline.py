@@ -48,6 +48,7 @@ class Finish:
     usage: Usage
     ttft: float | None = None  # seconds from submission to the first token
     decode_time: float = 0.0  # seconds from the first token to the last
+    stop_sequence: str | None = None  # the request's stop string that ended it, if one did
 
 
 @dataclass(frozen=True)
@@ -265,7 +266,10 @@ class Pipeline:
             self._active.discard(gen)
             gen.cancel()  # a client that went away, a stop string or an error ends the engine's work
         usage = Usage(gen.prompt_tokens, produced, gen.cached_tokens)
-        done = Finish(finish, usage, None if first is None else first - started, 0.0 if first is None else (last or first) - first)
+        done = Finish(
+            finish, usage, None if first is None else first - started, 0.0 if first is None else (last or first) - first,
+            stopper.matched,
+        )
         for observe in self.observers:
             observe(done)
         yield done

@@ -31,6 +31,7 @@ class StopMatcher:
         self._stops = [s for s in stops if s]
         self._held = ""
         self.stopped = False
+        self.matched: str | None = None  # the stop string that ended the text
 
     def feed(self, text: str) -> str:
         if not self._stops:
@@ -42,7 +43,7 @@ class StopMatcher:
             earlier = next((j for j in range(first) if self._could_grow(buf[j:])), None)
             if earlier is None:
                 self._held = ""
-                self.stopped = True
+                self._stop_at(buf, first)
                 return buf[:first]
             self._held = buf[earlier:]
             return buf[:earlier]
@@ -55,9 +56,13 @@ class StopMatcher:
         out, self._held = self._held, ""
         first = self._first_hit(out)
         if first is not None:
-            self.stopped = True
+            self._stop_at(out, first)
             return out[:first]
         return out
+
+    def _stop_at(self, buf: str, at: int) -> None:
+        self.stopped = True
+        self.matched = max((s for s in self._stops if buf.startswith(s, at)), key=len)
 
     def _first_hit(self, buf: str) -> int | None:
         hits = [i for i in (buf.find(s) for s in self._stops) if i >= 0]

@@ -9,8 +9,11 @@ from typing import Any
 
 import httpx
 
+from toolserve.formats.template import MEDIA_MARKER
+from toolserve.serving.chat import tool_json
+from toolserve.serving.conversation import ChatRequest, RemoteChat, Step
 from toolserve.serving.pipeline import Finish
-from toolserve.types import Usage
+from toolserve.types import ContentDelta, Delta, Message, ReasoningDelta, ToolCallArgs, ToolCallStart, Usage
 from toolserve.upstream.client import UpstreamBackend
 from toolserve.upstream.repair import StreamRepair, repair_response
 
@@ -87,5 +90,104 @@ class Forwarding(UpstreamBackend):
             await resp.aclose()
 
 
+def _content(m: Message, images: list[str]) -> str | list[Json] | None:
+    """A message's text, with its images (media markers) as image_url parts again."""
+    if m.content is None or MEDIA_MARKER not in m.content:
+        return m.content
+    parts: list[Json] = []
+    for k, text in enumerate(m.content.split(MEDIA_MARKER)):
+        if k:
+            parts.append({"type": "image_url", "image_url": {"url": images.pop(0)}})
+        if text:
+            parts.append({"type": "text", "text": text})
+    return parts
+
+
+def chat_body(req: ChatRequest) -> Json:
+    """A neutral chat request as an OpenAI chat completions body (streamed, with usage)."""
+    images = [im.url for im in req.images]
+    messages = []
+    for m in req.messages:
+        d: Json = {"role": m.role, "content": _content(m, images)}
+        if m.tool_calls:
+            d["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in m.tool_calls]
+        if m.tool_call_id:
+            d["tool_call_id"] = m.tool_call_id
+        if m.name:
+            d["name"] = m.name
+        if m.reasoning:
+            d["reasoning_content"] = m.reasoning
+        messages.append(d)
+    p, opts = req.sampling, req.options
+    body: Json = {"messages": messages, "stream": True, "stream_options": {"include_usage": True},
+                  "temperature": p.temperature, "top_p": p.top_p}
+    if opts.tools:
+        body["tools"] = [tool_json(t) for t in opts.tools]
+        choice = opts.tool_choice
+        body["tool_choice"] = {"type": "function", "function": {"name": opts.tool_name}} if choice == "function" else choice
+        body["parallel_tool_calls"] = opts.parallel_tool_calls
+    if req.response_schema is not None:
+        schema = req.response_schema[1]
+        body["response_format"] = (
+            {"type": "json_object"} if schema is None else {"type": "json_schema", "json_schema": {"name": "response", "schema": schema}}
+        )
+    if opts.template_kwargs:
+        body["chat_template_kwargs"] = opts.template_kwargs  # vLLM, SGLang, llama.cpp, toolserve
+    optional = {"max_tokens": req.max_tokens, "stop": list(req.stops) or None, "seed": p.seed, "top_k": p.top_k or None,
+                "min_p": p.min_p or None, "presence_penalty": p.presence_penalty or None,
+                "frequency_penalty": p.frequency_penalty or None, "logit_bias": {str(k): v for k, v in p.logit_bias.items()} or None}
+    body.update({k: v for k, v in optional.items() if v is not None})
+    return body
+
+
+def chunk_deltas(chunk: Json, started: set[int]) -> tuple[list[Delta], str | None]:
+    """The typed deltas of a repaired chat chunk (its first choice) and its finish_reason."""
+    out: list[Delta] = []
+    choices = [c for c in chunk.get("choices") or [] if isinstance(c, dict)]
+    if not choices:
+        return out, None
+    delta = choices[0].get("delta") or {}
+    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+    if isinstance(reasoning, str) and reasoning:
+        out.append(ReasoningDelta(reasoning))
+    if isinstance(delta.get("content"), str) and delta["content"]:
+        out.append(ContentDelta(delta["content"]))
+    for call in delta.get("tool_calls") or []:
+        index, fn = int(call.get("index", 0)), call.get("function") or {}
+        if index not in started:
+            started.add(index)
+            out.append(ToolCallStart(index, str(call.get("id") or f"call_{index}"), str(fn.get("name") or "")))
+        if fn.get("arguments"):
+            out.append(ToolCallArgs(index, str(fn["arguments"])))
+    return out, choices[0].get("finish_reason")
+
+
 class Passthrough(Forwarding):
     mode = "passthrough"
+
+    def start_chat(self, req: ChatRequest) -> RemoteChat:
+        """For the protocols other than chat completions: the request as a chat body to the
+        upstream's chat endpoint, its repaired deltas back as steps."""
+        body = chat_body(req)
+
+        async def steps(i: int) -> AsyncIterator[Step]:
+            seeded = body if req.sampling.seed is None else {**body, "seed": req.sampling.seed + i}
+            relay = await self.forward_stream("/v1/chat/completions", seeded)
+            started: set[int] = set()
+            reason, usage = "stop", Usage(0, 0)
+            try:
+                async for chunk in relay:
+                    usage = _usage(chunk.get("usage")) or usage
+                    deltas, finish = chunk_deltas(chunk, started)
+                    reason = finish or reason
+                    if not req.options.include_reasoning:
+                        deltas = [d for d in deltas if not isinstance(d, ReasoningDelta)]
+                    if deltas:
+                        yield Step(deltas)
+            finally:
+                await relay.aclose()
+            if started and reason != "length":
+                reason = "tool_calls"
+            yield Step([], [], Finish(reason, usage))
+
+        return RemoteChat(None, steps)

@@ -23,9 +23,10 @@ from toolserve.constrain.grammars import closed, generic_json_schema
 from toolserve.errors import ModelLoadError, Unsupported, UpstreamError
 from toolserve.formats.registry import detect_format, get_format
 from toolserve.formats.template import ChatTemplate, bundled_template_source
-from toolserve.serving.chat import ChatOptions, ChatRenderer, OutputShaper
+from toolserve.serving.chat import ChatOptions, ChatRenderer
+from toolserve.serving.conversation import ChatRequest, RemoteChat, ResponseSchema, Step, shape
 from toolserve.serving.pipeline import Finish, Limits, Piece
-from toolserve.types import Message, SamplingParams, Usage
+from toolserve.types import SamplingParams, Usage
 from toolserve.upstream.passthrough import Forwarding, _usage
 
 Json = dict[str, Any]
@@ -58,12 +59,15 @@ class RawUpstream(Forwarding):
             "guided": self.cfg.guided,
         }
 
-    # -- what ChatRun asks of a model (as of a Pipeline) ----------------------------------------
-    def render_chat(self, messages: Sequence[Message], opts: ChatOptions | None = None) -> str:
-        return self.renderer.render(messages, opts or ChatOptions())
+    def start_chat(self, req: ChatRequest) -> RemoteChat:
+        """A conversation's prompt rendered here, continued by the upstream, parsed here."""
+        prompt = self.renderer.render(req.messages, req.options)
+        choice = self.prepare(prompt, req.options, req.sampling, req.stops, req.response_schema, req.max_tokens)
 
-    def shaper(self, prompt_text: str, opts: ChatOptions) -> OutputShaper:
-        return self.renderer.shaper(prompt_text, opts)
+        def steps(i: int) -> AsyncIterator[Step]:
+            return shape(choice(i), self.renderer.shaper(prompt, req.options))
+
+        return RemoteChat(prompt, steps)
 
     def prepare(
         self,
@@ -71,7 +75,7 @@ class RawUpstream(Forwarding):
         opts: ChatOptions,
         params: SamplingParams,
         stops: Sequence[str],
-        response_schema: tuple[str, dict[str, Any] | None] | None,
+        response_schema: ResponseSchema | None,
         max_tokens: int | None,
     ) -> Choice:
         """Check the request against what the upstream can do; the choices' generators."""
@@ -110,7 +114,7 @@ class RawUpstream(Forwarding):
 
         return choice
 
-    def _guided(self, opts: ChatOptions, response_schema: tuple[str, dict[str, Any] | None] | None) -> Json:
+    def _guided(self, opts: ChatOptions, response_schema: ResponseSchema | None) -> Json:
         if response_schema is not None:
             if opts.calls_allowed:
                 raise Unsupported("response_format cannot be combined with tools yet; drop one of them.", param="response_format")

@@ -1,0 +1,196 @@
+"""A chat conversation, free of any wire protocol: one neutral request in, neutral steps out.
+
+The API's adapters (OpenAI chat completions, OpenAI Responses, Anthropic Messages) each turn
+their request into a `ChatRequest` and render the `Step`s of a `Conversation` into their own
+events; everything between (caps, images, the prompt, the constraint, generation, parsing,
+the request's output policy) happens here, once, for a local model or an upstream one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from toolserve.errors import InvalidRequest, ToolserveError, Unsupported
+from toolserve.serving.chat import ChatOptions, OutputShaper
+from toolserve.serving.pipeline import EncodedImage, Finish, Limits, Piece, Pipeline, Ticket, choice_params
+from toolserve.serving.registry import LocalModel, ModelRegistry
+from toolserve.types import Delta, Message, SamplingParams, TokenLogprob
+
+ResponseSchema = tuple[str, dict[str, Any] | None]  # ("json_object", None) or ("json_schema", schema)
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """An image of the request: where the client put it (for errors) and its URL or data URI.
+    Its message's text holds the media marker where it sits."""
+
+    where: str
+    url: str
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: tuple[Message, ...]
+    model: str | None = None
+    options: ChatOptions = field(default_factory=ChatOptions)
+    images: tuple[ImageRef, ...] = ()
+    response_schema: ResponseSchema | None = None
+    sampling: SamplingParams = field(default_factory=lambda: SamplingParams(max_tokens=0))  # max_tokens: see below
+    max_tokens: int | None = None  # None: what the context leaves
+    stops: tuple[str, ...] = ()
+    n: int = 1
+    # the protocol's names for the neutral fields in error params ("messages" -> "input", ...)
+    param_names: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one choice produced next: typed deltas, the logprobs of the tokens behind them,
+    and, last, its Finish (reason "tool_calls" when calls were returned)."""
+
+    deltas: list[Delta]
+    logprobs: list[TokenLogprob] = field(default_factory=list)
+    finish: Finish | None = None
+
+
+def check_caps(req: ChatRequest, limits: Limits) -> None:
+    """The server's caps on a request's shape (`toolserve serve --max-n` and friends)."""
+    counted = [
+        ("messages", len(req.messages), limits.max_messages),
+        ("tools", len(req.options.tools), limits.max_tools),
+        ("images", len(req.images), limits.max_images),
+        ("n", req.n, limits.max_n),
+        ("stop", len(req.stops), limits.max_stops),
+    ]
+    if req.sampling.logprobs is not None:
+        counted.append(("top_logprobs", req.sampling.logprobs, limits.max_top_logprobs))
+    for name, value, cap in counted:
+        if value > cap:
+            param = "messages" if name == "images" else name  # renamed for the protocol by protocol_params
+            shown = name if name == "images" else req.param_names.get(name, name)
+            raise InvalidRequest(f"'{shown}' is {value}, over this server's limit of {cap}.", param=param)
+
+
+@contextlib.contextmanager
+def protocol_params(names: Mapping[str, str]) -> Iterator[None]:
+    """Errors raised inside name the protocol's field: 'messages[2]' becomes 'input[2]'."""
+    try:
+        yield
+    except ToolserveError as exc:
+        if exc.param and names:
+            cut = min((i for i in (exc.param.find("."), exc.param.find("[")) if i >= 0), default=len(exc.param))
+            head = exc.param[:cut]
+            exc.param = names.get(head, head) + exc.param[cut:]
+        raise
+
+
+async def shape(pieces: AsyncIterator[Piece | Finish], shaper: OutputShaper) -> AsyncIterator[Step]:
+    """Generated text through the family's parser: the Steps of one choice."""
+    pending: list[TokenLogprob] = []
+    async for item in pieces:
+        if isinstance(item, Finish):
+            tail = shaper.finish()
+            if tail or pending:
+                yield Step(tail, pending)
+            # cut off by max_tokens stays "length" (a call may be unfinished); else calls say so
+            reason = "tool_calls" if shaper.calls and item.finish_reason != "length" else item.finish_reason
+            yield Step([], [], dataclasses.replace(item, finish_reason=reason))
+            return
+        pending.extend(item.logprobs)
+        deltas = shaper.feed(item.text)
+        if deltas:
+            yield Step(deltas, pending)
+            pending = []
+
+
+@dataclass
+class RemoteChat:
+    """A chat request continued by an upstream: its rendered prompt (None where the upstream
+    renders it) and each choice's steps."""
+
+    prompt_text: str | None
+    choice: Callable[[int], AsyncIterator[Step]]
+
+
+@runtime_checkable
+class ChatBackend(Protocol):
+    """A model served by another server, as a conversation needs it (toolserve.upstream)."""
+
+    limits: Limits
+    fingerprint: str
+
+    @property
+    def model_id(self) -> str | None: ...
+
+    def admit(self) -> Ticket: ...
+
+    def start_chat(self, req: ChatRequest) -> RemoteChat:
+        """Check the request against what the upstream can do, and prepare its choices."""
+        ...
+
+
+class Conversation:
+    """One chat request, checked and prepared: the prompt, each choice's parameters, and a
+    place in the model's queue (`ticket`, released by the caller when the request is over)."""
+
+    def __init__(self, model: Pipeline | ChatBackend, req: ChatRequest, images: Sequence[EncodedImage] = ()):
+        self.req = req
+        self.model = model
+        self._remote: RemoteChat | None = None
+        with protocol_params(req.param_names):
+            if isinstance(model, Pipeline):
+                self.prompt_text: str | None = model.render_chat(req.messages, req.options)
+                self._prepare_local(model, self.prompt_text, images)
+            else:
+                if req.images:
+                    where = req.images[0].where
+                    raise Unsupported(f"{where} is an image, but '{model.model_id}' accepts text only here.", param=where)
+                self._remote = model.start_chat(req)
+                self.prompt_text = self._remote.prompt_text
+        self.model_id = str(model.model_id)
+        self.fingerprint = model.fingerprint
+        self.ticket = model.admit()  # last: a refused or invalid request holds no place
+
+    def _prepare_local(self, pipe: Pipeline, prompt_text: str, images: Sequence[EncodedImage]) -> None:
+        req = self.req
+        self.prompt, self.media = pipe.tokenize_chat(prompt_text, images)
+        info = pipe.engine.info
+        for token in req.sampling.logit_bias:
+            if not 0 <= token < info.n_vocab:
+                raise InvalidRequest(f"logit_bias token {token} is outside the vocabulary (0..{info.n_vocab - 1}).", param="logit_bias")
+        constraint = pipe.constraint(prompt_text, req.options, req.response_schema)
+        base = dataclasses.replace(req.sampling, max_tokens=req.max_tokens or info.n_ctx, constraint=constraint)
+        self.params = pipe.fit(self.prompt, base, param="messages")
+
+    def token_piece(self, token: int) -> bytes:
+        assert isinstance(self.model, Pipeline)  # upstream models give no logprobs
+        return self.model.engine.token_piece(token)
+
+    def choice(self, i: int) -> AsyncIterator[Step]:
+        """The steps of choice i (of n), a Finish last."""
+        if self._remote is not None:
+            return self._remote.choice(i)
+        pipe = self.model
+        assert isinstance(pipe, Pipeline) and self.prompt_text is not None
+        shaper = pipe.shaper(self.prompt_text, self.req.options)
+        return shape(pipe.generate(self.prompt, choice_params(self.params, i), self.req.stops, self.media), shaper)
+
+
+async def start_conversation(registry: ModelRegistry, req: ChatRequest) -> Conversation:
+    """The model the request names, checked against the request (caps first, then images are
+    fetched and decoded), and the request prepared on it."""
+    with protocol_params(req.param_names):
+        entry = registry.resolve(req.model)
+        if isinstance(entry, LocalModel):
+            async with registry.hold(entry) as pipe:  # not unloaded while the images are prepared
+                check_caps(req, pipe.limits)  # before any image is fetched or decoded
+                images = await pipe.encode_images([(im.where, im.url) for im in req.images])
+                return Conversation(pipe, req, images)
+        if not isinstance(entry, ChatBackend):
+            raise Unsupported(f"'{entry.model_id}' cannot serve chat requests.", param="model")
+        check_caps(req, entry.limits)
+        return Conversation(entry, req)
