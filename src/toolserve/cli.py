@@ -23,6 +23,7 @@ from toolserve.config import (
     env_default,
     field_names,
     load_models_config,
+    parse_model_map,
 )
 from toolserve.errors import ToolserveError
 from toolserve.serving.media import ImagePolicy
@@ -86,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     _model_flags(serve)
     serve.add_argument("--host", default=env_default("host", ServerConfig.host))
     serve.add_argument("--port", type=int, default=env_default("port", ServerConfig.port))
-    serve.add_argument("--api-key", default=env_default("api_key", ServerConfig.api_key), help="require 'Authorization: Bearer KEY' on /v1 routes")
+    serve.add_argument("--api-key", default=env_default("api_key", ServerConfig.api_key), help="require 'Authorization: Bearer KEY' (or 'x-api-key: KEY') on /v1 routes")
+    serve.add_argument("--model-map", metavar="PATTERN=ID", action="append", default=[m for m in [env_default("model_map", None)] if m], help="serve requests for model names matching PATTERN (fnmatch, e.g. 'claude-*') with model ID; repeatable")
     serve.add_argument("--cors-origins", default=env_default("cors_origins", ServerConfig.cors_origins), help="comma-separated allowed browser origins (default: localhost pages only)")
     serve.add_argument("--max-queue", type=int, default=env_default("max_queue", Limits.max_queue), help="requests that may wait behind the running one; more get 429")
     serve.add_argument("--request-timeout", type=float, default=env_default("request_timeout", 0.0), help="seconds a request may take in all (0: no limit)")
@@ -188,6 +190,19 @@ def _upstream_model(cfg: UpstreamConfig, alias: str | None, limits: Limits) -> U
 
 def _models(args: argparse.Namespace, limits: Limits) -> ModelRegistry:
     """The models to serve: a --config file, an --upstream, or one local model loaded now."""
+    try:
+        flags = parse_model_map(args.model_map)
+    except ConfigError as exc:
+        raise ToolserveError(str(exc)) from None
+    registry = _registry(args, limits)
+    registry.model_map = [*flags, *registry.model_map]  # the flags first: they override the file
+    for pattern, target in registry.model_map:
+        if registry.ids() and target not in registry.ids():
+            raise ToolserveError(f"--model-map {pattern}={target}: '{target}' is not served here (serving {', '.join(registry.ids())})")
+    return registry
+
+
+def _registry(args: argparse.Namespace, limits: Limits) -> ModelRegistry:
     from toolserve.serving.loader import load_pipeline
     from toolserve.serving.registry import LocalModel, ModelRegistry
 
@@ -201,7 +216,7 @@ def _models(args: argparse.Namespace, limits: Limits) -> ModelRegistry:
             raise ToolserveError(str(exc)) from None
         local = [LocalModel(e.id, e.local, keep_alive=e.keep_alive, preload=e.preload) for e in mc.models if e.local is not None]
         remote = [_upstream_model(e.upstream, e.id, limits) for e in mc.models if e.upstream is not None]
-        registry = ModelRegistry(local, remote, default=mc.default, memory_mb=mc.memory_mb, limits=limits)
+        registry = ModelRegistry(local, remote, default=mc.default, memory_mb=mc.memory_mb, limits=limits, model_map=mc.model_map)
         registry.preload()
         return registry
     if args.upstream:

@@ -73,6 +73,7 @@ class ModelsConfig:
     models: tuple[ModelEntry, ...]
     default: str  # the model of requests that name none
     memory_mb: int | None = None  # budget for local models (estimated); None: no limit
+    model_map: tuple[tuple[str, str], ...] = ()  # (name pattern, model id): other names a model answers to
 
 
 class ConfigError(ValueError):
@@ -87,7 +88,7 @@ _UPSTREAM_KEYS = {
     "id", "url", "api_key", "api_key_env", "upstream_model", "mode", "guided", "timeout", "verify_tls",
     "chat_template", "tool_format", "health_interval",
 }
-_TOP_KEYS = {"models", "memory_mb", "keep_alive", "default"}
+_TOP_KEYS = {"models", "memory_mb", "keep_alive", "default", "model_map"}
 _INHERITED = ("ctx_size", "threads", "parallel", "cache_ram", "cache_type_k", "cache_type_v", "no_repack")
 DEFAULT_KEEP_ALIVE = 300.0
 
@@ -220,7 +221,26 @@ def load_models_config(path: str, defaults: ModelConfig | None = None) -> Models
     memory = data.get("memory_mb")
     if memory is not None:
         memory = int(_typed(path, "memory_mb", memory, (int,), "megabytes (an integer)"))
-    return ModelsConfig(models=tuple(entries), default=str(default), memory_mb=memory)
+    mapping = data.get("model_map") or {}
+    _typed(path, "model_map", mapping, (dict,), "a mapping of name patterns to model ids")
+    ids = {e.id for e in entries}
+    for pattern, target in mapping.items():
+        if target not in ids:
+            raise ConfigError(f"{path}: model_map.{pattern}: {target!r} is not the id of a model in the file")
+    pairs = tuple((str(k), str(v)) for k, v in mapping.items())
+    return ModelsConfig(models=tuple(entries), default=str(default), memory_mb=memory, model_map=pairs)
+
+
+def parse_model_map(items: list[str] | None) -> tuple[tuple[str, str], ...]:
+    """--model-map PATTERN=ID flags (each may hold several, comma-separated) as pairs."""
+    out = []
+    for item in items or []:
+        for one in item.split(","):
+            pattern, sep, target = one.strip().partition("=")
+            if not sep or not pattern.strip() or not target.strip():
+                raise ConfigError(f"--model-map {one.strip()!r}: expected PATTERN=MODEL_ID, e.g. 'claude-*=my-model'")
+            out.append((pattern.strip(), target.strip()))
+    return tuple(out)
 
 
 def env_default(name: str, default: object) -> object:

@@ -106,7 +106,18 @@ def test_routing_by_model() -> None:
     assert reg.resolve(None).model_id == "b" and reg.resolve("a").model_id == "a"
     with pytest.raises(ModelNotFound) as err:
         reg.resolve("c")
-    assert err.value.message == "The model 'c' does not exist; this server serves 'a', 'b'."
+    assert err.value.message == (
+        "The model 'c' does not exist; this server serves 'a', 'b'. To serve other names with one of them, "
+        "start it with --model-map 'c-*=a' (models.yaml: model_map)."
+    )
+    mapped = ModelRegistry(reg.local, default="b", model_map=[("claude-*haiku*", "a"), ("claude-*", "b"), ("gpt-?", "nope")])
+    assert mapped.resolve("claude-3-5-haiku-20241022").model_id == "a"  # the first pattern that matches
+    assert mapped.resolve("claude-sonnet-4-5").model_id == "b"
+    assert mapped.resolve("a").model_id == "a"  # a served id is never remapped
+    with pytest.raises(ModelNotFound, match="mapped to 'nope', which is not served"):
+        mapped.resolve("gpt-5")
+    with pytest.raises(ModelNotFound, match="does not exist"):
+        mapped.resolve("Claude-x")  # patterns are case-sensitive
     assert all(isinstance(m, LocalModel) and m.estimate > 0 and m.state == "unloaded" for m in reg.local)
 
 

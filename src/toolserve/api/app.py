@@ -9,10 +9,11 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from toolserve import __version__
-from toolserve.api import chat, completions, metrics, misc
+from toolserve.api import chat, completions, metrics, misc, responses
 from toolserve.api.errors import install_error_handlers
 from toolserve.api.guard import Guard, GuardSettings
 from toolserve.api.metrics import Metrics
+from toolserve.api.responses_store import ResponseStore
 from toolserve.serving.pipeline import Pipeline
 from toolserve.serving.registry import ModelRegistry
 
@@ -42,9 +43,10 @@ def create_app(
     app = FastAPI(title="toolserve", version=__version__, lifespan=lifespan)
     app.state.registry = registry
     app.state.metrics = Metrics(registry)
+    app.state.responses = ResponseStore()
     app.state.log_prompts = log_prompts  # off by default: logs never hold prompt text unless asked
     install_error_handlers(app)
-    for module in (chat, completions, misc, metrics):
+    for module in (chat, completions, responses, misc, metrics):
         app.include_router(module.router)
     if cors_origins:
         app.add_middleware(

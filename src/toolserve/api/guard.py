@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from toolserve.api.errors import error_body
+from toolserve.api.errors import error_body, shaped
 
 log = logging.getLogger("toolserve.access")
 
@@ -79,14 +79,15 @@ class Guard:
         async def send_unless_overflow(message: Message) -> None:
             if overflow[0]:  # the app saw a cut-off body: answer 413 in its place
                 if message["type"] == "http.response.start":
-                    await self._reply(send_with_id, 413, self._too_large())
+                    await self._reply(send_with_id, 413, shaped(scope.get("path", ""), 413, self._too_large()))
                 return
             await send_with_id(message)
 
         try:
             refusal = self._refusal(scope, headers)
             if refusal is not None:
-                await self._reply(send_with_id, *refusal)
+                status_, body = refusal
+                await self._reply(send_with_id, status_, shaped(scope.get("path", ""), status_, body))
                 return
             await self.app(scope, self._capped(receive, overflow), send_unless_overflow)
         finally:
@@ -107,9 +108,10 @@ class Guard:
             return 413, self._too_large()
         if s.api_key and scope.get("path", "").startswith("/v1") and scope.get("method") != "OPTIONS":
             given = headers.get("authorization", "")
-            token = given[7:] if given.lower().startswith("bearer ") else ""
+            # a Bearer token, or Anthropic's x-api-key header (Claude Code, the anthropic client)
+            token = given[7:] if given.lower().startswith("bearer ") else headers.get("x-api-key", "")
             if not hmac.compare_digest(token.encode(), s.api_key.encode()):
-                msg = "Incorrect or missing API key: send 'Authorization: Bearer <key>'."
+                msg = "Incorrect or missing API key: send 'Authorization: Bearer <key>' (or 'x-api-key: <key>')."
                 return 401, error_body(msg, "invalid_request_error", None, "invalid_api_key")
         return None
 

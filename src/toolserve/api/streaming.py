@@ -12,7 +12,7 @@ from fastapi import Request
 from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
-from toolserve.api.errors import error_body, error_of
+from toolserve.api.errors import error_of
 from toolserve.errors import ToolserveError
 
 log = logging.getLogger(__name__)
@@ -23,25 +23,39 @@ def sse(obj: dict[str, Any]) -> str:
     return f"data: {json.dumps(obj, ensure_ascii=False, separators=(',', ':'))}\n\n"
 
 
-def sse_response(chunks: AsyncIterator[dict[str, Any]], on_close: Callable[[], None] | None = None) -> StreamingResponse:
-    """Frame chunks as SSE, end with [DONE]; a failure mid-stream becomes an error event.
-    `on_close` runs once the stream is over, and again (it must be idempotent) after the
-    response, which covers a client that left before the stream began."""
+def sse_event(obj: dict[str, Any]) -> str:
+    """A named SSE event (the Responses and Messages APIs): its name is the object's `type`."""
+    return f"event: {obj['type']}\n{sse(obj)}"
+
+
+def sse_response(
+    chunks: AsyncIterator[dict[str, Any]],
+    on_close: Callable[[], None] | None = None,
+    *,
+    named: bool = False,
+    error: Callable[[ToolserveError], dict[str, Any]] = error_of,
+) -> StreamingResponse:
+    """Frame chunks as SSE; chat completions (unnamed events) end with [DONE]. A failure
+    mid-stream becomes an error event (`error` shapes it). `on_close` runs once the stream is
+    over, and again (it must be idempotent) after the response, which covers a client that
+    left before the stream began."""
+    frame = sse_event if named else sse
 
     async def body() -> AsyncIterator[str]:
         try:
             async for chunk in chunks:
-                yield sse(chunk)
+                yield frame(chunk)
         except ToolserveError as exc:
-            yield sse(error_of(exc))
+            yield frame(error(exc))
         except Exception as exc:  # headers are sent already: report in-band, never drop the stream
             log.exception("stream failed")
-            yield sse(error_body(f"internal error: {type(exc).__name__}", "server_error"))
+            yield frame(error(ToolserveError(f"internal error: {type(exc).__name__}")))
         finally:
             await chunks.aclose()  # type: ignore[attr-defined]
             if on_close is not None:
                 on_close()
-        yield "data: [DONE]\n\n"
+        if not named:
+            yield "data: [DONE]\n\n"
 
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     background = BackgroundTask(on_close) if on_close is not None else None

@@ -94,12 +94,18 @@ class Generation:
         self._cancelled.set()
 
     # -- engine side (any thread) --------------------------------------------------------
+    def _hand_over(self, item: TokenEvent | BaseException | None) -> None:
+        try:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, item)
+        except RuntimeError:  # its loop is closed (a CLI run that ended): nobody is reading; stop
+            self.cancel()
+
     def push(self, event: TokenEvent) -> None:
-        self._loop.call_soon_threadsafe(self._queue.put_nowait, event)
+        self._hand_over(event)
 
     def close(self, finish_reason: str | None = None, error: BaseException | None = None) -> None:
         self.finish_reason = finish_reason
-        self._loop.call_soon_threadsafe(self._queue.put_nowait, error)
+        self._hand_over(error)
 
     # -- consumer side (event loop) ------------------------------------------------------
     def fail(self, error: BaseException) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fnmatch
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -149,8 +150,11 @@ class ModelRegistry:
         limits: Limits | None = None,
         loader: Loader | None = None,
         reap_interval: float = 1.0,
+        model_map: Sequence[tuple[str, str]] = (),
     ):
         self.entries: list[Entry] = [*local, *upstream]
+        # (pattern, id): requested names (fnmatch patterns, e.g. 'claude-*') served by model `id`
+        self.model_map = list(model_map)
         if not self.entries:
             raise ValueError("a registry needs at least one model")
         self.local = list(local)
@@ -202,11 +206,22 @@ class ModelRegistry:
         for e in self.entries:
             if e.model_id == name:
                 return e
+        for pattern, target in self.model_map:
+            if fnmatch.fnmatchcase(name, pattern):
+                mapped = next((e for e in self.entries if e.model_id == target), None)
+                if mapped is None:
+                    raise ModelNotFound(f"The model '{name}' is mapped to '{target}', which is not served here.", param="model")
+                return mapped
         for e in self.upstream:
             if e.model_id is None:  # an upstream not reached yet may serve it: say that instead
                 raise e.unavailable()
         known = ", ".join(f"'{i}'" for i in self.ids())
-        raise ModelNotFound(f"The model '{name}' does not exist; this server serves {known}.", param="model")
+        first = self.ids()[0] if self.ids() else "ID"
+        raise ModelNotFound(
+            f"The model '{name}' does not exist; this server serves {known}. To serve other names with one of "
+            f"them, start it with --model-map '{name.split('-')[0]}-*={first}' (models.yaml: model_map).",
+            param="model",
+        )
 
     def find(self, model_id: str) -> Entry:
         for e in self.entries:
