@@ -438,3 +438,28 @@ def test_upstream_down_at_start_then_back_then_gone(model_id: str) -> None:
         r = httpx.post(f"{srv.url}/v1/chat/completions", json={"messages": HI, "max_tokens": 4}, timeout=60)
         assert r.status_code == 503 and error_of(r)["code"] == "upstream_unavailable"
         assert httpx.get(f"{srv.url}/health").json()["models"]["later"]["available"] is False  # marked at once
+
+
+# ---- the other protocols through the same core ----------------------------------------------------
+
+FN_WEATHER = {"type": "function", **WEATHER["function"]}
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_responses_api_through_passthrough_and_raw(passthrough: Server, raw_json: Server, stream: bool) -> None:
+    """An upstream model answers the Responses API too: passthrough sends the conversation as a
+    chat request to the upstream's chat endpoint, raw renders and parses it here."""
+    for srv in (passthrough, raw_json):
+        oa = client_of(srv)
+        kw: dict[str, Any] = {"model": None, "input": "What's the weather like in Paris today?", "tools": [FN_WEATHER],
+                              "tool_choice": "required", "parallel_tool_calls": False, "temperature": 0}
+        kw["model"] = httpx.get(f"{srv.url}/v1/models").json()["data"][0]["id"]
+        if stream:
+            with oa.responses.stream(**kw) as s:
+                r = s.get_final_response()
+        else:
+            r = oa.responses.create(**kw)
+        (call,) = [o for o in r.output if o.type == "function_call"]
+        assert call.name == "get_weather" and r.status == "completed", srv.url
+        jsonschema.validate(json.loads(call.arguments), FN_WEATHER["parameters"])
+        assert r.usage is not None and r.usage.input_tokens > 0
