@@ -463,3 +463,18 @@ def test_responses_api_through_passthrough_and_raw(passthrough: Server, raw_json
         assert call.name == "get_weather" and r.status == "completed", srv.url
         jsonschema.validate(json.loads(call.arguments), FN_WEATHER["parameters"])
         assert r.usage is not None and r.usage.input_tokens > 0
+
+
+def test_messages_api_through_passthrough_and_raw(passthrough: Server, raw_json: Server) -> None:
+    import anthropic
+
+    tool = {"name": "get_weather", "description": WEATHER["function"]["description"], "input_schema": WEATHER["function"]["parameters"]}
+    for srv in (passthrough, raw_json):
+        model = httpx.get(f"{srv.url}/v1/models").json()["data"][0]["id"]
+        client = anthropic.Anthropic(base_url=srv.url, api_key="unused", max_retries=0, timeout=120)
+        msg = client.messages.create(model=model, max_tokens=200, tools=[tool],  # type: ignore[list-item]
+                                     tool_choice={"type": "any", "disable_parallel_tool_use": True},
+                                     messages=[{"role": "user", "content": "What's the weather like in Paris today?"}])
+        (use,) = [b for b in msg.content if b.type == "tool_use"]
+        assert msg.stop_reason == "tool_use" and use.name == "get_weather", srv.url
+        jsonschema.validate(use.input, WEATHER["function"]["parameters"])

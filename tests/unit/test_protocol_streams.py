@@ -1,8 +1,9 @@
 """Every protocol's stream rebuilds its whole response, whatever the split of the model's output.
 
 The parser fixtures of every family (tests/unit/formats) are split at random points, parsed
-into deltas, and rendered by each adapter (chat completions chunks, Responses events) through
-a stand-in conversation. A strict client-side reducer folds the stream; the result must equal
+into deltas, and rendered by each adapter (chat completions chunks, Responses events, Messages events) through
+a stand-in conversation. A strict client-side reducer (for Anthropic's, the `anthropic` SDK's
+own accumulator) folds the stream; the result must equal
 the adapter's non-streamed response to the unsplit output, and say what the fixture expects.
 """
 
@@ -16,11 +17,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from anthropic.types import Message as SDKMessage
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.unit.formats.formats_fixtures import TOOLS, Case
 from tests.unit.formats.test_formats_conformance import APPLICABLE, IDS
+from tests.unit.test_anthropic_stream import accumulate, check_protocol, comparable
+from toolserve.api.anthropic import MessagesRun
 from toolserve.api.chat import ChatRun
 from toolserve.api.responses import ResponseRun
 from toolserve.api.responses_input import ResponsesRequest, ToolNames
@@ -195,6 +199,15 @@ def test_streams_rebuild_the_whole_response(fmt_id: str, name: str, case: Case, 
     assert strip_ids(chunks) == strip_ids(body)
     assert (body["content"], body["reasoning_content"]) == (case.content, case.reasoning)
     assert tuple((c["name"], json.loads(c["arguments"])) for c in body["tool_calls"]) == expected_calls
+
+    events = collect(MessagesRun(FakeConversation(split).choice(0), "m", 7).events())
+    message = asyncio.run(MessagesRun(FakeConversation(whole).choice(0), "m", 7).complete())
+    check_protocol(events)
+    assert strip_ids(accumulate(events)) == strip_ids(comparable(SDKMessage.model_validate(message)))
+    blocks = message["content"]
+    assert "".join(b["text"] for b in blocks if b["type"] == "text") == case.content
+    assert "".join(b["thinking"] for b in blocks if b["type"] == "thinking") == case.reasoning
+    assert tuple((b["name"], b["input"]) for b in blocks if b["type"] == "tool_use") == expected_calls
 
 
 @pytest.mark.parametrize(("reason", "status", "incomplete"), [("stop", "completed", None), ("length", "incomplete", {"reason": "max_output_tokens"})])

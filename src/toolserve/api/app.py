@@ -9,7 +9,7 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from toolserve import __version__
-from toolserve.api import chat, completions, metrics, misc, responses
+from toolserve.api import anthropic, chat, completions, metrics, misc, responses
 from toolserve.api.errors import install_error_handlers
 from toolserve.api.guard import Guard, GuardSettings
 from toolserve.api.metrics import Metrics
@@ -46,7 +46,7 @@ def create_app(
     app.state.responses = ResponseStore()
     app.state.log_prompts = log_prompts  # off by default: logs never hold prompt text unless asked
     install_error_handlers(app)
-    for module in (chat, completions, responses, misc, metrics):
+    for module in (chat, completions, responses, anthropic, misc, metrics):
         app.include_router(module.router)
     if cors_origins:
         app.add_middleware(
