@@ -2,7 +2,9 @@
 Responses API), Claude Code (`claude -p`, Messages API) and the OpenAI Agents SDK (its default
 Responses model, with a function tool). The CLIs are installed from the npm registry, pinned,
 into ~/.cache/toolserve-tests/npm on first use. Each is set up as README's section for it says:
-a short system prompt and few tools, since their defaults are larger than SmolLM2's context."""
+a short system prompt and few tools, since their defaults are larger than SmolLM2's context.
+The agents send no temperature: the server runs with `--temperature 0` as its default, so their
+turns are greedy and repeatable, and the prompt asks for one word, far from any output limit."""
 
 from __future__ import annotations
 
@@ -38,7 +40,8 @@ def npm_tool(package: str, binary: str) -> Path:
 
 @pytest.fixture(scope="module")
 def srv() -> Iterator[Server]:
-    s = Server(["--ctx-size", "8192", "--model-map", f"claude-*={MODEL}"])
+    # agents send no temperature: the server's default makes their turns greedy, so repeatable
+    s = Server(["--ctx-size", "8192", "--model-map", f"claude-*={MODEL}", "--temperature", "0"])
     yield s
     s.stop()
 
@@ -46,7 +49,7 @@ def srv() -> Iterator[Server]:
 CODEX_CONFIG = """
 model = "{model}"
 model_provider = "toolserve"
-instructions = "You are a helpful assistant. Answer briefly."
+instructions = "Answer with one word."
 model_reasoning_summary = "none"
 approval_policy = "never"
 sandbox_mode = "danger-full-access"
@@ -95,7 +98,7 @@ def test_codex_exec_completes_a_turn(srv: Server, tmp_path: Path, shell: bool) -
     env = {**os.environ, "HOME": str(home), "CODEX_HOME": str(home)}
     done = subprocess.run(
         [str(codex), "exec", "--strict-config", "--skip-git-repo-check", "--ephemeral",
-         "--dangerously-bypass-approvals-and-sandbox", "-C", str(home / "work"), "Say hello."],
+         "--dangerously-bypass-approvals-and-sandbox", "-C", str(home / "work"), "Reply with the single word: hello"],
         env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -111,11 +114,11 @@ def test_claude_code_completes_a_turn(srv: Server, tmp_path: Path) -> None:
         "ANTHROPIC_MODEL": "claude-sonnet-4-5", "ANTHROPIC_SMALL_FAST_MODEL": "claude-haiku-4-5",  # mapped by --model-map
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1", "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS": "1", "DISABLE_PROMPT_CACHING": "1",
-        "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "256", "CLAUDE_CODE_MAX_RETRIES": "0",
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "1024", "CLAUDE_CODE_MAX_RETRIES": "0",
     }
     done = subprocess.run(
-        [str(claude), "--bare", "--tools", "", "--system-prompt", "You are a helpful assistant. Answer briefly.",
-         "--max-turns", "2", "--no-session-persistence", "-p", "Say hello."],
+        [str(claude), "--bare", "--tools", "", "--system-prompt", "Answer with one word.",
+         "--max-turns", "2", "--no-session-persistence", "-p", "Reply with the single word: hello"],
         env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-3000:])
@@ -147,3 +150,23 @@ def test_agents_sdk_runs_an_agent_with_a_function_tool(srv: Server) -> None:
     final = asyncio.run(main())
     assert len(asked) == 1 and asked[0]  # the SDK ran our tool with the model's arguments
     assert final == f"It is sunny in {asked[0]}."
+
+
+def test_server_sampling_defaults_apply_on_every_protocol_only_when_unset(srv: Server) -> None:
+    """`--temperature 0`: a request that sends no temperature is greedy, on all three
+    protocols; one that sends a temperature gets it."""
+    import anthropic
+    from openai import OpenAI
+
+    ask = "Write a short poem about the sea."
+    oa = OpenAI(base_url=f"{srv.url}/v1", api_key="unused", max_retries=0, timeout=120)
+    greedy = oa.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": ask}], max_tokens=24, temperature=0)
+    text = greedy.choices[0].message.content
+    unset = oa.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": ask}], max_tokens=24)
+    assert unset.choices[0].message.content == text
+    hot = oa.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": ask}], max_tokens=24, temperature=1.8, seed=7)
+    assert hot.choices[0].message.content != text  # an explicit temperature is the client's
+    assert oa.responses.create(model=MODEL, input=ask, max_output_tokens=24).output_text == text
+    claude = anthropic.Anthropic(base_url=srv.url, api_key="unused", max_retries=0, timeout=120)
+    msg = claude.messages.create(model="claude-x", max_tokens=24, messages=[{"role": "user", "content": ask}])
+    assert "".join(b.text for b in msg.content if b.type == "text") == text

@@ -220,6 +220,7 @@ def chat_request(req: CountTokensRequest) -> ChatRequest:
         max_tokens=req.max_tokens if isinstance(req, MessagesRequest) else None,
         stops=stops,
         param_names=PARAM_NAMES,
+        sampling_set=frozenset(k for k in ("temperature", "top_p", "top_k") if getattr(req, k, None) is not None),
     )
 
 

@@ -9,7 +9,7 @@ from toolserve.api.schemas import ChatCompletionRequest, ChatMessage, Completion
 from toolserve.errors import InvalidRequest, Unsupported
 from toolserve.formats.template import MEDIA_MARKER
 from toolserve.serving.chat import ChatOptions
-from toolserve.serving.conversation import ChatRequest, ImageRef, check_caps
+from toolserve.serving.conversation import SAMPLING_DEFAULTS, ChatRequest, ImageRef, check_caps
 from toolserve.serving.pipeline import Limits
 from toolserve.types import Message, SamplingParams, ToolCall, ToolSpec
 
@@ -30,6 +30,7 @@ def chat_request(req: ChatCompletionRequest) -> ChatRequest:
         max_tokens=req.max_completion_tokens or req.max_tokens,
         stops=tuple(stops(req)),
         n=req.n,
+        sampling_set=frozenset(k for k in SAMPLING_DEFAULTS if getattr(req, k) is not None),
     )
 
 

@@ -21,7 +21,7 @@ from toolserve.api.schemas import _Request
 from toolserve.errors import InvalidRequest, Unsupported
 from toolserve.formats.template import MEDIA_MARKER
 from toolserve.serving.chat import ChatOptions
-from toolserve.serving.conversation import ChatRequest, ImageRef, ResponseSchema
+from toolserve.serving.conversation import SAMPLING_DEFAULTS, ChatRequest, ImageRef, ResponseSchema
 from toolserve.types import Message, SamplingParams, ToolCall, ToolSpec
 
 log = logging.getLogger(__name__)
@@ -278,5 +278,6 @@ def chat_request(req: ResponsesRequest, history: tuple[Message, ...] = ()) -> tu
         messages=tuple(prompt), model=req.model, options=options, images=tuple(images),
         response_schema=response_schema_of(req.text), sampling=sampling, max_tokens=req.max_output_tokens,
         stops=tuple(stops), param_names=PARAMS,
+        sampling_set=frozenset(k for k in SAMPLING_DEFAULTS if getattr(req, k) is not None),
     )
     return neutral, names, messages

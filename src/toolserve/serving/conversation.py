@@ -45,6 +45,20 @@ class ChatRequest:
     n: int = 1
     # the protocol's names for the neutral fields in error params ("messages" -> "input", ...)
     param_names: Mapping[str, str] = field(default_factory=dict)
+    # the sampling fields the client set; the others may take the server's defaults
+    sampling_set: frozenset[str] = frozenset()
+
+
+SAMPLING_DEFAULTS = ("temperature", "top_p", "top_k", "min_p")  # what `serve` may set defaults for
+
+
+def with_defaults(req: ChatRequest, limits: Limits) -> ChatRequest:
+    """The server's sampling defaults (`serve --temperature ...`) for the fields the client left out."""
+    fill = {k: v for k, v in limits.sampling_defaults.items() if k not in req.sampling_set}
+    if not fill:
+        return req
+    typed = {k: int(v) if k == "top_k" else float(v) for k, v in fill.items()}
+    return dataclasses.replace(req, sampling=dataclasses.replace(req.sampling, **typed))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -189,8 +203,8 @@ async def start_conversation(registry: ModelRegistry, req: ChatRequest) -> Conve
             async with registry.hold(entry) as pipe:  # not unloaded while the images are prepared
                 check_caps(req, pipe.limits)  # before any image is fetched or decoded
                 images = await pipe.encode_images([(im.where, im.url) for im in req.images])
-                return Conversation(pipe, req, images)
+                return Conversation(pipe, with_defaults(req, pipe.limits), images)
         if not isinstance(entry, ChatBackend):
             raise Unsupported(f"'{entry.model_id}' cannot serve chat requests.", param="model")
         check_caps(req, entry.limits)
-        return Conversation(entry, req)
+        return Conversation(entry, with_defaults(req, entry.limits))

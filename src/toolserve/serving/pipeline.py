@@ -65,6 +65,9 @@ class Limits:
     max_top_logprobs: int = 20  # chat top_logprobs, completions logprobs
     max_images: int = 16  # image parts per request (each may be fetched and decoded)
     images: ImagePolicy = field(default_factory=ImagePolicy)  # where images may come from, and how big they may be
+    # sampling for requests that set none of it (agents such as Codex and Claude Code send no
+    # temperature): field name -> value, e.g. {"temperature": 0.0}
+    sampling_defaults: dict[str, float] = field(default_factory=dict)
 
 
 class Admits(Protocol):
