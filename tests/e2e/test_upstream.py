@@ -73,7 +73,9 @@ class LlamaCppServer(ServerProcess):
         if repack is None:
             repack = check_repack(str(bundled_model())).works
         cmd = [*llama_cpp_server(repack), "--model", str(bundled_model()), "--n_ctx", "2048",
-               "--host", "127.0.0.1", "--port", str(port), "--verbose", "false"]
+               "--host", "127.0.0.1", "--port", str(port), "--verbose", "false",
+               # by default it cuts a running stream short when another request arrives
+               "--interrupt_requests", "false"]
         super().__init__(cmd, port, ready_path="/v1/models")
 
 
