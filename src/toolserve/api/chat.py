@@ -157,11 +157,10 @@ class ChatRun:
 
 @router.post("/v1/chat/completions")
 async def chat_completions(req: ChatCompletionRequest, request: Request, registry: RegistryDep) -> Response:
-    neutral = convert.chat_request(req)
     model = registry.resolve(req.model)
     if isinstance(model, Passthrough):  # the upstream's own chat endpoint, the client's body, deltas repaired
         return await forward(request, model, "/v1/chat/completions", req)
-    conv = await start_conversation(registry, neutral)
+    conv = await start_conversation(registry, convert.chat_request(req))
     if conv.prompt_text is not None:
         log_prompt(request, conv.prompt_text)
     run = ChatRun(conv, req)

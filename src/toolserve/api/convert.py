@@ -9,7 +9,7 @@ from toolserve.api.schemas import ChatCompletionRequest, ChatMessage, Completion
 from toolserve.errors import InvalidRequest, Unsupported
 from toolserve.formats.template import MEDIA_MARKER
 from toolserve.serving.chat import ChatOptions
-from toolserve.serving.conversation import SAMPLING_DEFAULTS, ChatRequest, ImageRef, check_caps
+from toolserve.serving.conversation import SAMPLING_DEFAULTS, ChatRequest, ImageRef, check_counts
 from toolserve.serving.pipeline import Limits
 from toolserve.types import Message, SamplingParams, ToolCall, ToolSpec
 
@@ -35,14 +35,12 @@ def chat_request(req: ChatCompletionRequest) -> ChatRequest:
 
 
 def check_request_caps(req: ChatCompletionRequest | CompletionRequest, limits: Limits) -> None:
-    """The caps on a request that is forwarded as the client wrote it."""
+    """The caps on a request as the client wrote it (also one that is forwarded untouched)."""
     if isinstance(req, ChatCompletionRequest):
-        check_caps(chat_request(req), limits)
+        check_counts(limits, {}, messages=len(req.messages), tools=len(req.tools or []), images=len(image_sources(req.messages)),
+                     n=req.n, stops=len(stops(req)), top_logprobs=req.top_logprobs)
     else:
-        top = req.logprobs
-        fake = ChatRequest(messages=(), n=req.n, stops=tuple(stops(req)), sampling=SamplingParams(0, logprobs=top),
-                           param_names={"top_logprobs": "logprobs"})
-        check_caps(fake, limits)
+        check_counts(limits, {"top_logprobs": "logprobs"}, n=req.n, stops=len(stops(req)), top_logprobs=req.logprobs)
 
 
 def flatten_content(message: ChatMessage, index: int) -> str | None:

@@ -73,19 +73,29 @@ class Step:
 
 def check_caps(req: ChatRequest, limits: Limits) -> None:
     """The server's caps on a request's shape (`toolserve serve --max-n` and friends)."""
+    check_counts(
+        limits, req.param_names, messages=len(req.messages), tools=len(req.options.tools), images=len(req.images),
+        n=req.n, stops=len(req.stops), top_logprobs=req.sampling.logprobs,
+    )
+
+
+def check_counts(
+    limits: Limits, names: Mapping[str, str], *, messages: int = 0, tools: int = 0, images: int = 0, n: int = 1,
+    stops: int = 0, top_logprobs: int | None = None,
+) -> None:
     counted = [
-        ("messages", len(req.messages), limits.max_messages),
-        ("tools", len(req.options.tools), limits.max_tools),
-        ("images", len(req.images), limits.max_images),
-        ("n", req.n, limits.max_n),
-        ("stop", len(req.stops), limits.max_stops),
+        ("messages", messages, limits.max_messages),
+        ("tools", tools, limits.max_tools),
+        ("images", images, limits.max_images),
+        ("n", n, limits.max_n),
+        ("stop", stops, limits.max_stops),
     ]
-    if req.sampling.logprobs is not None:
-        counted.append(("top_logprobs", req.sampling.logprobs, limits.max_top_logprobs))
+    if top_logprobs is not None:
+        counted.append(("top_logprobs", top_logprobs, limits.max_top_logprobs))
     for name, value, cap in counted:
         if value > cap:
-            param = "messages" if name == "images" else name  # renamed for the protocol by protocol_params
-            shown = name if name == "images" else req.param_names.get(name, name)
+            shown = name if name == "images" else names.get(name, name)
+            param = names.get("messages", "messages") if name == "images" else shown
             raise InvalidRequest(f"'{shown}' is {value}, over this server's limit of {cap}.", param=param)
 
 
