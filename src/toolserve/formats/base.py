@@ -12,9 +12,10 @@ it was written in; a possible partial marker at the end of a piece is held back.
 marker hands the text to a *body* reader (bodies.py) that emits the call through the parser's
 sink methods as soon as the name is known to be an offered tool. A body that fails before it
 emitted anything gives its raw text back, labelled with the state it interrupted (so a fake
-`<tool_call>` inside reasoning stays reasoning); a body that fails after its call started
-closes the call's arguments with what parsed (`close_json_prefix`), drops the rest of that
-block up to its closing marker, and logs it.
+`<tool_call>` inside reasoning stays reasoning); a body that fails or is cut off after its call
+started closes the call's arguments with what parsed (`close_json_prefix`: open strings and
+brackets closed, never a key or value added), drops the rest of that block up to its closing
+marker, and logs it.
 
 Whitespace: each content or reasoning *segment* (text between structural markers) is
 stripped at both ends; segments of the same kind are joined with a newline.
@@ -228,6 +229,22 @@ def merge_deltas(deltas: list[Delta]) -> list[Delta]:
     return merged
 
 
+def _close_args(prefix: str, index: int) -> str:
+    try:
+        return close_json_prefix(prefix)
+    except ValueError:
+        # a body streamed a key without its value: a bug; the arguments must stay valid JSON
+        log.error("tool call %d: arguments end in a dangling key: %r", index, prefix[-80:])
+        for fill in ('": null', ": null", "null", '"": null'):
+            try:
+                tail = fill + close_json_prefix(prefix + fill)
+                json.loads(prefix + tail)
+                return tail
+            except ValueError:
+                continue
+        return "}"
+
+
 def new_call_id() -> str:
     return "call_" + uuid.uuid4().hex[:24]
 
@@ -310,11 +327,15 @@ class StreamParser:
         self._calls += 1
 
     def abort_call(self) -> None:
-        """Closes the open call's arguments with what parsed so far (never raises)."""
+        """Closes the open call's arguments as the model wrote them so far (never raises).
+
+        Open strings, arrays and objects are closed; no key or value is added: the bodies
+        write a member's key only together with the start of its value.
+        """
         if self._open_args is None:
             return
         log.info("tool call %d: arguments broke off; keeping what parsed", self._calls)
-        self.call_args(close_json_prefix("".join(self._open_args)))
+        self.call_args(_close_args("".join(self._open_args), self._calls))
         self.end_call()
 
     def emit_text(self, kind: str, text: str) -> None:

@@ -2,9 +2,11 @@
 
 `JsonReader` consumes one JSON value character by character (strings in chunks) and appends
 the canonical form (`json.dumps(value, ensure_ascii=False)`) of what it has read so far to
-`out`. Nothing it emitted can change later: numbers and literals are held until they end and
-a comma is only written once the next member starts. `close_json_prefix` turns such a prefix
-into a complete JSON text when the model's output breaks off or turns malformed.
+`out`. Nothing it emitted can change later: numbers and literals are held until they end, and
+a member's comma and key are only written with its value's first output, so a prefix never
+ends in a key without its value. `close_json_prefix` turns such a prefix into a complete JSON
+text when the model's output breaks off or turns malformed: it closes open strings, arrays and
+objects and never adds a key or a value (a cut call is returned as the model wrote it).
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ class JsonReader:
         self._hi = 0  # pending high surrogate
         self._decode = decode_top_string
         self._first = True  # no member written yet in the innermost container
-        self._sep = ""  # array comma waiting for its value's first output
+        self._sep = ""  # array comma, or object comma + key + colon, waiting for the value's first output
 
     def started(self) -> bool:
         return self._st != _VALUE or bool(self._stack) or self.done
@@ -85,7 +87,6 @@ class JsonReader:
     def feed(self, s: str, i: int) -> int:
         """Consume from s[i:]; returns the index where reading stopped (end, done or failure)."""
         n = len(s)
-        out = self.out
         while i < n and not self.done and not self.failed:
             st = self._st
             if st == _STRING:
@@ -148,7 +149,7 @@ class JsonReader:
                     self.failed = True
             elif st in (_KEY_OR_END, _KEY):
                 if c == '"':
-                    out.append('"' if self._first else ', "')
+                    self._sep = '"' if self._first else ', "'
                     self._first = False
                     self._st, self._key = _STRING, True
                 elif c == "}" and st == _KEY_OR_END:
@@ -157,7 +158,7 @@ class JsonReader:
                     self.failed = True
             elif st == _COLON:
                 if c == ":":
-                    out.append(": ")
+                    self._sep += ": "
                     self._st = _VALUE
                 else:
                     self.failed = True
@@ -180,10 +181,10 @@ class JsonReader:
     # -- helpers ---------------------------------------------------------------------------
 
     def _begin_value(self, c: str) -> None:
-        # an array's comma is written with the value's first output, so a value that turns
-        # out malformed never leaves a dangling ", " behind
-        self._sep = ", " if self._stack and self._stack[-1] == "[" and not self._first else ""
+        # the separator (and an object member's key) is written with the value's first output,
+        # so a value that turns out malformed or is cut off never leaves a dangling key behind
         if self._stack and self._stack[-1] == "[":
+            self._sep = "" if self._first else ", "
             self._first = False
         if c == "{" or c == "[":
             self._put(c)
@@ -210,7 +211,10 @@ class JsonReader:
         if self._hi:
             text = "\ufffd" + text  # a lone high surrogate: replaced, keeps output encodable
             self._hi = 0
-        self.out.append(text if self._decode and not self._stack else escape_str(text))
+        if self._key:
+            self._sep += escape_str(text)
+        else:
+            self.out.append(text if self._decode and not self._stack else escape_str(text))
 
     def _escape(self) -> None:
         tok = self._tok
@@ -247,7 +251,7 @@ class JsonReader:
         if self._hi:
             self._text("")
         if self._key:
-            self.out.append('"')
+            self._sep += '"'
             self._st = _COLON
             return
         if not (self._decode and not self._stack):
@@ -270,13 +274,15 @@ class JsonReader:
 def close_json_prefix(prefix: str) -> str:
     """Text that completes `prefix` (a canonical JSON prefix as JsonReader emits) into JSON.
 
-    Used when a call's arguments break off after some of them were streamed: we keep what
-    parsed and close the rest (an open key gets `null`).
+    Used when a call's arguments break off after some of them were streamed: it closes an open
+    string, then the open arrays and objects, and adds nothing else. A prefix that ends in an
+    object key or right after its colon cannot be completed without inventing a value: that is
+    a ValueError (JsonReader never emits one; see `repair_json_prefix` for raw text).
     """
     stack: list[str] = []
     in_str = esc = False
     str_is_key = False
-    last = ""  # last structural character outside strings
+    last = ""  # last structural character outside strings ("k": a key ended, "v": a value)
     for ch in prefix:
         if in_str:
             if esc:
@@ -300,14 +306,26 @@ def close_json_prefix(prefix: str) -> str:
             last = ch
         elif ch not in _WS:
             last = "v"
-    tail = ""
-    if in_str:
-        tail += '"'
-        last = "k" if str_is_key else "v"
-    if last == "k":
-        tail += ": null"
-    elif last == ":":
-        tail += "null"
     if not prefix:
         return "{}"
+    if (str_is_key if in_str else last in ("k", ":", ",")):
+        raise ValueError("the prefix ends in a key or a separator without the value that follows")
+    tail = '"' if in_str else ""
     return tail + "".join("}" if b == "{" else "]" for b in reversed(stack))
+
+
+def repair_json_prefix(text: str) -> str | None:
+    """`text` (any prefix of a JSON value, as a model wrote it) as the JSON it holds so far.
+
+    Canonical form of what parsed, open strings, arrays and objects closed, and a member whose
+    value had not started (or a number or literal not yet ended) dropped with its key: no key
+    or value is added. None when `text` is not the start of a JSON object or array.
+    """
+    reader = JsonReader()
+    end = reader.feed(text, 0)
+    if reader.done:
+        return "".join(reader.out) if not text[end:].strip() else None
+    if reader.failed or not reader.out:
+        return None
+    out = "".join(reader.out)
+    return out + close_json_prefix(out)

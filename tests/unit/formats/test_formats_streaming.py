@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -37,8 +38,9 @@ def test_arguments_stream_as_they_arrive() -> None:
     out = p.feed('<tool_call>{"name": "get_weather", "arguments": {"city": "Par')
     assert isinstance(out[0], ToolCallStart) and out[0].name == "get_weather"
     assert out[1:] == [ToolCallArgs(0, '{"city": "Par')]
-    assert p.feed('is", "days": 1') == [ToolCallArgs(0, 'is", "days": ')]  # the number may still grow
-    assert p.feed("2}}</tool_call>") == [ToolCallArgs(0, "12}")]
+    # the number may still grow, and a key is only written with its value's first output
+    assert p.feed('is", "days": 1') == [ToolCallArgs(0, 'is"')]
+    assert p.feed("2}}</tool_call>") == [ToolCallArgs(0, ', "days": 12}')]
 
 
 def test_raw_string_values_stream() -> None:
@@ -108,10 +110,16 @@ def test_reader_stops_after_the_value_and_fails_on_garbage() -> None:
 
 
 def test_close_json_prefix() -> None:
-    for prefix, whole in [("", "{}"), ("{", "{}"), ('{"a": ', '{"a": null}'), ('{"a": "x', '{"a": "x"}'),
-                          ('{"a', '{"a": null}'), ('{"a": [1, {"b": "c\\"', '{"a": [1, {"b": "c\\""}]}')]:
+    for prefix, whole in [("", "{}"), ("{", "{}"), ('{"a": "x', '{"a": "x"}'),
+                          ('{"a": [1, {"b": "c\\"', '{"a": [1, {"b": "c\\""}]}')]:
         assert prefix + close_json_prefix(prefix) == whole if prefix else close_json_prefix(prefix) == whole
         json.loads(prefix + close_json_prefix(prefix) if prefix else whole)
+
+
+def test_close_json_prefix_never_invents_a_value() -> None:
+    for prefix in ('{"a', '{"a"', '{"a": ', '{"a": 1, ', "[1, "):
+        with pytest.raises(ValueError):
+            close_json_prefix(prefix)
 
 
 def test_schema_coercion() -> None:
