@@ -52,7 +52,7 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ctx-size", type=int, default=env_default("ctx_size", d.ctx_size), help="context length in tokens")
     p.add_argument("--threads", type=int, default=env_default("threads", d.threads), help="CPU threads (default: all cores)")
     p.add_argument("--mmproj", default=env_default("mmproj", d.mmproj), help="multimodal projector GGUF for images (default: a *mmproj*.gguf beside the model)")
-    p.add_argument("--parallel", type=int, default=env_default("parallel", d.parallel), help="model instances serving requests at once (they share --threads and --cache-ram)")
+    p.add_argument("--parallel", type=int, default=env_default("parallel", d.parallel), help="requests decoded together, batched in one context, each with up to --ctx-size tokens (default: 0, auto: 4 at 4096 tokens, fewer for longer contexts)")
     p.add_argument("--chat-template", default=env_default("chat_template", d.chat_template), help="Jinja chat template file overriding the model's")
     p.add_argument("--tool-format", default=env_default("tool_format", d.tool_format), help="tool-call format id (default: auto, from the chat template)")
     p.add_argument("--cache-ram", type=int, default=env_default("cache_ram", d.cache_ram), help="MB of RAM for prompt-cache snapshots (0: off)")

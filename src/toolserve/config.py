@@ -10,13 +10,21 @@ from typing import Any
 KV_TYPE_NAMES = ("f32", "f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
 
 
+AUTO_PARALLEL_TOKENS = 16384  # the KV the automatic --parallel sizes for: 4 sequences of 4096 tokens
+
+
+def auto_parallel(ctx_size: int) -> int:
+    """--parallel's default: as many sequences of ctx_size as fit 16384 tokens of KV, 1 to 4."""
+    return max(1, min(4, AUTO_PARALLEL_TOKENS // max(1, ctx_size)))
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     model: str | None = None  # GGUF path; None: the bundled SmolLM2
     model_alias: str | None = None  # id in /v1/models; None: the file's stem
     ctx_size: int = 4096
     threads: int | None = None  # None: all cores (llama-cpp-python's default is half); shared by the instances
-    parallel: int = 1  # model instances, each with its own context, worker thread and share of the cache
+    parallel: int = 0  # sequences decoded together in one context (each up to ctx_size); 0: auto_parallel(ctx_size)
     chat_template: str | None = None  # Jinja file overriding the model's template
     tool_format: str = "auto"  # a format id from formats/registry.py, or auto-detect
     cache_ram: int = 512  # MB of RAM for prompt-cache snapshots; 0 turns prefix reuse off

@@ -65,7 +65,7 @@ def test_sixteen_concurrent_clients(server: Server) -> None:
 
 @pytest.fixture(scope="module")
 def tight() -> Iterator[Server]:
-    srv = Server(["--ctx-size", "2048", "--max-queue", "1"])
+    srv = Server(["--ctx-size", "2048", "--max-queue", "1", "--parallel", "1"])
     yield srv
     srv.stop()
 

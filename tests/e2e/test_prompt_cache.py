@@ -44,7 +44,7 @@ def aligned(http: httpx.Client, n: int) -> int:
 
 @pytest.fixture(scope="module")
 def cache_server() -> Iterator[Server]:
-    srv = Server(["--ctx-size", str(CTX_SIZE), "--cache-ram", "256"])
+    srv = Server(["--ctx-size", str(CTX_SIZE), "--cache-ram", "256", "--parallel", "1"])  # one sequence: the snapshot path, exact
     yield srv
     srv.stop()
 
@@ -107,7 +107,7 @@ def test_stream_reports_cached_tokens(chttp: httpx.Client) -> None:
 
 @pytest.mark.parametrize("sampling", [{"temperature": 0}, {"temperature": 0.9, "seed": 42, "presence_penalty": 0.5, "repetition_penalty": 1.2}])
 def test_hit_gives_the_same_output_as_no_cache(chttp: httpx.Client, sampling: dict) -> None:
-    off = Server(["--ctx-size", str(CTX_SIZE), "--cache-ram", "0"])
+    off = Server(["--ctx-size", str(CTX_SIZE), "--cache-ram", "0", "--parallel", "1"])
     try:
         with httpx.Client(base_url=off.url, timeout=120) as ohttp:
             msgs = conversation("sails", 2)
@@ -124,7 +124,7 @@ def test_hit_gives_the_same_output_as_no_cache(chttp: httpx.Client, sampling: di
 
 
 def test_budget_is_never_exceeded() -> None:
-    small = Server(["--ctx-size", str(CTX_SIZE), "--cache-ram", "20"])
+    small = Server(["--ctx-size", str(CTX_SIZE), "--cache-ram", "20", "--parallel", "1"])
     try:
         with httpx.Client(base_url=small.url, timeout=120) as http:
             for topic in ["a", "b", "c", "d", "e", "f"]:

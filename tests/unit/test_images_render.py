@@ -7,7 +7,7 @@ import re
 import pytest
 
 from toolserve.engine.base import MediaSpan, media_key
-from toolserve.engine.llama_cpp import PREFILL_CHUNK, boundary, position
+from toolserve.engine.slots import PREFILL_CHUNK, boundary, position
 from toolserve.formats.template import MEDIA_MARKER, ChatTemplate, bundled_template_source
 
 # The shape of Qwen2-VL's template: content parts, an image part written as its placeholder.

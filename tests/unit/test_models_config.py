@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from toolserve.config import ConfigError, ModelConfig, load_models_config
+from toolserve.config import ConfigError, ModelConfig, auto_parallel, load_models_config
 from toolserve.errors import InsufficientMemory, ModelNotFound
 from toolserve.modelfile import bundled_model, gguf_metadata
 from toolserve.serving.registry import MB, LocalModel, ModelRegistry, memory_estimate
@@ -94,9 +94,11 @@ def test_memory_estimate_from_the_gguf_header() -> None:
     meta = gguf_metadata(bundled_model())
     assert meta["general.architecture"] == "llama" and meta["llama.block_count"] == 30
     assert not any(k.startswith("tokenizer.") for k in meta)  # the vocabulary is skipped
-    cfg = ModelConfig(ctx_size=1024, cache_ram=32)
+    cfg = ModelConfig(ctx_size=1024, cache_ram=32, parallel=1)
     kv = 30 * 3 * (64 + 64) * 2 * 1024  # layers x kv heads x (k + v head size) x f16 x context
     assert memory_estimate(cfg) == bundled_model().stat().st_size + kv + 32 * MB
+    auto = memory_estimate(ModelConfig(ctx_size=1024, cache_ram=32))  # --parallel auto: 4 sequences of 1024
+    assert auto == bundled_model().stat().st_size + 4 * kv + 32 * MB
     two = memory_estimate(ModelConfig(ctx_size=1024, cache_ram=32, parallel=2, cache_type_k="q8_0", cache_type_v="q8_0"))
     assert two == bundled_model().stat().st_size + int(30 * 3 * 128 * 34 / 32 * 1024) * 2 + 32 * MB
 
@@ -144,3 +146,8 @@ def test_plain_text_error_and_urls() -> None:
     assert error_from_body(503, b"overloaded").message == "The upstream server failed (HTTP 503): overloaded"
     assert root_url("http://h:8000/v1/") == "http://h:8000"
     assert safe_url("https://user:pw@h:8443/x") == "https://h:8443/x"
+
+
+@pytest.mark.parametrize(("ctx", "n"), [(512, 4), (4096, 4), (8192, 2), (16384, 1), (131072, 1)])
+def test_auto_parallel_sizes_for_the_context(ctx: int, n: int) -> None:
+    assert auto_parallel(ctx) == n

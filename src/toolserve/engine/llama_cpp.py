@@ -1,4 +1,11 @@
-"""The embedded llama.cpp backend: one worker thread owns the context, fed by a queue."""
+"""The embedded llama.cpp backend: one context with several sequences, driven by one worker thread.
+
+Every step of the worker decodes one batch: the next token of each running request, plus one
+prompt chunk of each request still reading its prompt (within the batch budget), and samples
+each request from its own row of the logits. A batch of 8 reads the weights once for 8 tokens:
+on CPU as on GPU that is where concurrent requests get their speed. See engine/slots.py for how
+a prompt finds its cached prefix.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +18,15 @@ import queue
 import random
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 import llama_cpp
 import numpy as np
 from llama_cpp import _internals
 
 from toolserve.engine.base import EngineStats, Generation, MediaSpan, ModelInfo, media_key
-from toolserve.engine.prompt_cache import CacheEntry, PromptCache, common_prefix
+from toolserve.engine.prompt_cache import PromptCache
+from toolserve.engine.slots import PREFILL_CHUNK, SeqState, boundary, lead, next_stop, plan, position, snapshot_media
 from toolserve.errors import EngineFailure, InvalidRequest, ModelLoadError
 from toolserve.types import ImageData, SamplingParams, TokenConstraint, TokenEvent, TokenLogprob
 
@@ -37,39 +46,6 @@ KV_TYPES = {
     "q4_0": llama_cpp.GGML_TYPE_Q4_0,
     "iq4_nl": llama_cpp.GGML_TYPE_IQ4_NL,
 }
-SAVE_MIN_DISCARD = 32  # keep the live context as a snapshot only when this many tokens would be lost
-# Prompts are evaluated in chunks aligned to multiples of this, and only whole chunks are
-# reused: llama.cpp's numbers depend on the batch shape, so reusing any other prefix would
-# make a cache hit answer differently from a miss.
-PREFILL_CHUNK = 64
-
-
-def aligned(n: int) -> int:
-    return n - n % PREFILL_CHUNK
-
-
-def boundary(limit: int, media: Sequence[MediaSpan]) -> int:
-    """The longest prefix of at most `limit` prompt tokens that a fresh evaluation computes in
-    the same batches: it ends at a multiple of PREFILL_CHUNK outside any image, or at an image's
-    start or end (images are evaluated whole)."""
-    best = aligned(limit)
-    for m in media:
-        if m.start < best < m.end:
-            best = m.start
-    for m in media:
-        if m.end <= limit:
-            best = max(best, m.end)
-        elif m.start <= limit:
-            best = max(best, m.start)
-    return best
-
-
-def position(index: int, media: Sequence[MediaSpan]) -> int:
-    """Context position of prompt index `index` (not inside an image): images under M-RoPE take
-    fewer positions than tokens."""
-    return index - sum(m.n_tokens - m.n_pos for m in media if m.end <= index)
-
-
 @llama_cpp.llama_log_callback
 def _quiet(level: int, text: bytes, user_data: object) -> None:
     """libmtmd's log sink: its per-image chatter stays out of the server's output."""
@@ -88,12 +64,16 @@ class _Chunk:
 
 
 class _Llama(llama_cpp.Llama):
-    """`Llama` with llama.cpp's `use_extra_bufts` (weight repacking, `--no-repack` when off)
-    settable: `Llama.__init__` builds its model parameters itself and has no argument for it,
-    so the field is set when it assigns them, before the model is loaded."""
+    """`Llama` with the settings its constructor has no argument for: llama.cpp's
+    `use_extra_bufts` (weight repacking, off with `--no-repack`) in the model parameters, and
+    `overrides` of context parameters (several sequences in one unified KV cache, flash
+    attention's automatic choice). `Llama.__init__` builds both parameter structs itself; the
+    model's is set when assigned, the context's is reapplied each time it is read, so the last
+    read (when the context is created) carries them."""
 
-    def __init__(self, *, repack: bool, **kwargs: object):
+    def __init__(self, *, repack: bool, overrides: dict[str, Any] | None = None, **kwargs: object):
         self._repack = repack
+        self._overrides = overrides or {}
         super().__init__(**kwargs)  # type: ignore[arg-type]
 
     @property  # type: ignore[override]
@@ -105,12 +85,92 @@ class _Llama(llama_cpp.Llama):
         params.use_extra_bufts = self._repack
         self.__dict__["model_params"] = params
 
+    @property  # type: ignore[override]
+    def context_params(self) -> llama_cpp.llama_context_params:
+        params = self.__dict__["context_params"]
+        for name, value in self._overrides.items():
+            setattr(params, name, value)
+        return params  # type: ignore[no-any-return]
+
+    @context_params.setter
+    def context_params(self, params: llama_cpp.llama_context_params) -> None:
+        self.__dict__["context_params"] = params
+
+
+class _Batch:
+    """A llama_batch over arrays this object owns, filled a slice at a time through numpy views
+    (one sequence id per token: its pointer aims at a constant of that sequence)."""
+
+    def __init__(self, capacity: int, n_seqs: int):
+        self.capacity = capacity
+        self._token = (llama_cpp.llama_token * capacity)()
+        self._pos = (llama_cpp.llama_pos * capacity)()
+        self._n_seq_id = (ctypes.c_int32 * capacity)(*([1] * capacity))
+        self._seq_ids = (llama_cpp.llama_seq_id * n_seqs)(*range(n_seqs))
+        self._seq_ptrs = (ctypes.POINTER(llama_cpp.llama_seq_id) * capacity)()
+        self._logits = (ctypes.c_int8 * capacity)()
+        base, size = ctypes.addressof(self._seq_ids), ctypes.sizeof(llama_cpp.llama_seq_id)
+        self._seq_addr = [base + i * size for i in range(n_seqs)]
+        self.token = np.ctypeslib.as_array(self._token)
+        self.pos = np.ctypeslib.as_array(self._pos)
+        self.logits = np.ctypeslib.as_array(self._logits)
+        self.seq = np.ctypeslib.as_array(ctypes.cast(self._seq_ptrs, ctypes.POINTER(ctypes.c_size_t)), shape=(capacity,))
+        self.n = 0
+        struct: Any = llama_cpp.llama_batch()  # its fields are pointers; the stubs type them as arrays
+        struct.token = ctypes.cast(self._token, ctypes.POINTER(llama_cpp.llama_token))
+        struct.embd = None
+        struct.pos = ctypes.cast(self._pos, ctypes.POINTER(llama_cpp.llama_pos))
+        struct.n_seq_id = ctypes.cast(self._n_seq_id, ctypes.POINTER(ctypes.c_int32))
+        struct.seq_id = ctypes.cast(self._seq_ptrs, ctypes.POINTER(ctypes.POINTER(llama_cpp.llama_seq_id)))
+        struct.logits = ctypes.cast(self._logits, ctypes.POINTER(ctypes.c_int8))
+        self.struct = struct
+
+    def add(self, tokens: Sequence[int], pos: int, seq: int, logits: bool) -> int:
+        """Append tokens of one sequence at positions from `pos`; the row of the last one."""
+        i, k = self.n, len(tokens)
+        end = i + k
+        self.token[i:end] = tokens
+        self.pos[i:end] = np.arange(pos, pos + k, dtype=np.int32)
+        self.seq[i:end] = self._seq_addr[seq]
+        self.logits[i:end] = 0
+        if logits:
+            self.logits[end - 1] = 1
+        self.n = end
+        return end - 1
+
+
+class _Job:
+    """One generation inside the engine: its prompt, where it has read to, its sampler."""
+
+    def __init__(self, gen: Generation, prompt: list[int], params: SamplingParams, media: list[MediaSpan]):
+        self.gen = gen
+        self.prompt = prompt
+        self.params = params
+        self.media = media
+        self.images = {m.start: m for m in media}
+        self.seq: SeqState = SeqState(-1)
+        self.at = 0  # prompt tokens in the sequence's KV
+        self.n_past = 0  # positions in use in its sequence
+        self.leader: _Job | None = None  # a job reading the same prefix now, to copy it from
+        self.lead_until = 0
+        self.sampler: _internals.LlamaSampler | None = None
+        self.constraint: TokenConstraint | None = None
+        self.max_tokens = 0
+        self.produced = 0
+        self.token = -1  # the sampled token to decode at the next step, once the prompt is read
+        self.stop = 0  # end of the prompt chunk in this step's batch
+        self.row = -1  # this step's logits row
+
+    @property
+    def reading(self) -> bool:
+        return self.at < len(self.prompt)
+
 
 class LlamaCppEngine:
-    """Runs a GGUF model with llama-cpp-python on a single worker thread."""
+    """Runs a GGUF model with llama-cpp-python: `parallel` sequences in one context, batched by
+    one worker thread."""
 
     prefill_chunk = PREFILL_CHUNK
-    slots = 1
 
     def __init__(
         self,
@@ -124,21 +184,30 @@ class LlamaCppEngine:
         cache_type_v: str = "f16",
         mmproj: str | None = None,
         repack: bool = True,
+        parallel: int = 1,
+        flash_attn: bool | None = None,
     ):
         threads = n_threads or os.cpu_count() or 1
+        if flash_attn is None:  # llama.cpp's automatic choice, as llama-server's default
+            fa = llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO
+        else:
+            fa = llama_cpp.LLAMA_FLASH_ATTN_TYPE_ENABLED if flash_attn else llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        if cache_type_v not in ("f16", "f32") and fa == llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED:
+            raise ModelLoadError("a quantised V cache needs flash attention")
+        self.slots = parallel
         try:
             self._llm = _Llama(
                 repack=repack,  # off where the host check found repacked kernels faulting
+                # one KV cache for every sequence, each of which may fill `n_ctx`
+                overrides={"n_seq_max": parallel, "kv_unified": True, "flash_attn_type": fa},
                 model_path=path,
-                n_ctx=n_ctx,
+                n_ctx=n_ctx * parallel,
                 n_batch=n_batch,
                 n_ubatch=n_batch,  # an image's embeddings go in one batch (non-causal encoders need it)
                 n_threads=threads,
                 n_threads_batch=threads,
                 type_k=KV_TYPES[cache_type_k],
                 type_v=KV_TYPES[cache_type_v],
-                # llama.cpp needs flash attention for a quantised V cache
-                flash_attn=cache_type_v not in ("f16", "f32"),
                 # sliding-window models keep the whole KV, so a prefix can be trimmed and reused
                 swa_full=True,
                 verbose=False,
@@ -159,9 +228,7 @@ class LlamaCppEngine:
         self.info = ModelInfo(
             path=path,
             architecture=meta.get("general.architecture", ""),
-            # llama.cpp rounds the context up (128 becomes 256), but llama-cpp-python's token
-            # buffer keeps the size asked for: that is the real limit
-            n_ctx=min(self._llm.n_ctx(), len(self._llm.input_ids)),
+            n_ctx=min(self._llm.n_ctx() // parallel, n_ctx),  # per sequence
             n_ctx_train=model.n_ctx_train(),
             n_vocab=self._n_vocab,
             size_bytes=os.path.getsize(path),
@@ -174,10 +241,14 @@ class LlamaCppEngine:
         )
         self.stats = EngineStats()
         self.cache = PromptCache(cache_ram_mb * 1024 * 1024) if cache_ram_mb > 0 else None
-        self._live_usable = 0  # how many live-context tokens are whole prompt chunks (reusable)
-        self._live_media: list[MediaSpan] = []  # images in the live context
-        self._n_past = 0  # context positions in use (tokens, unless M-RoPE images took fewer)
-        self._jobs: queue.Queue[tuple[Generation, list[int], SamplingParams, list[MediaSpan]] | None] = queue.Queue()
+        self._ctx = self._llm._ctx.ctx
+        self._mem = llama_cpp.llama_get_memory(self._ctx)
+        self._seqs = [SeqState(i) for i in range(parallel)]
+        self._batch = _Batch(n_batch, parallel)
+        self._running: list[_Job] = []  # in the order they were admitted
+        self._waiting: list[_Job] = []
+        self._started = 0  # admissions so far (orders the sequences' last use)
+        self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._worker = threading.Thread(target=self._run, name="toolserve-engine", daemon=True)
         self._worker.start()
 
@@ -269,7 +340,7 @@ class LlamaCppEngine:
     def submit(self, prompt: Sequence[int], params: SamplingParams, media: Sequence[MediaSpan] = ()) -> Generation:
         gen = Generation(asyncio.get_running_loop(), len(prompt))
         self.stats.submitted += 1
-        self._jobs.put((gen, list(prompt), params, list(media)))
+        self._jobs.put(_Job(gen, list(prompt), params, list(media)))
         return gen
 
     def close(self) -> None:
@@ -285,141 +356,268 @@ class LlamaCppEngine:
         self._llm.close()
 
     def _run(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            gen, prompt, params, media = job
-            if gen.cancelled:  # its client left while it waited: it never reaches the engine
-                self.stats.finished += 1
-                gen.close("stop")
-                continue
-            self.stats.active = 1
-            self.stats.requests += 1
+        closing = False
+        while not closing:
+            if not self._running and not self._waiting:
+                job = self._jobs.get()  # nothing to do: sleep until a request comes
+                if job is None:
+                    break
+                self._waiting.append(job)
+            while True:
+                try:
+                    job = self._jobs.get_nowait()
+                except queue.Empty:
+                    break
+                if job is None:
+                    closing = True
+                    break
+                self._waiting.append(job)
+            if closing:
+                break
             try:
-                gen.close(self._generate(gen, prompt, params, media))
+                self._admit()
+                if self._running:
+                    self._step()
             except Exception as exc:  # a failed decode must not kill the worker
                 log.exception("generation failed")
-                self._reset()
-                gen.close(error=EngineFailure(f"generation failed: {exc}"))
-            finally:
-                self.stats.active = 0
-                self.stats.finished += 1
+                self._fail_all(EngineFailure(f"generation failed: {exc}"))
+        for job in [*self._running, *self._waiting]:
+            self._end(job, "stop")
 
-    def _reset(self) -> None:
-        self._llm.reset()
-        self._llm._ctx.kv_cache_clear()
-        self._live_media = []
-        self._live_usable = 0
-        self._n_past = 0
+    def _fail_all(self, error: BaseException) -> None:
+        """End every running request with `error` and start the context afresh."""
+        for job in list(self._running):
+            self._end(job, error=error)
+        llama_cpp.llama_memory_clear(self._mem, True)
+        for seq in self._seqs:
+            seq.tokens, seq.usable, seq.media, seq.busy = [], 0, [], False
 
-    def _prefill(self, gen: Generation, prompt: list[int], media: list[MediaSpan]) -> bool:
-        """Evaluate the prompt, reusing the longest usable prefix of the live context or a snapshot."""
-        llm = self._llm
-        live = llm._input_ids[: llm.n_tokens].tolist()
-        reuse = 0
-        if self.cache is not None:  # with the cache off (--cache-ram 0) every prompt is evaluated in full
-            reuse = min(common_prefix(live, prompt), self._live_usable)
-            entry, entry_len = self.cache.best(prompt)
-            if entry is not None and boundary(min(entry_len, len(prompt) - 1), media) > boundary(min(reuse, len(prompt) - 1), media):
-                self._save_live(live, reuse)
-                self._restore(entry)
-                reuse = entry_len
+    # -- admission: where a prompt starts ---------------------------------------------------------
+    def _admit(self) -> None:
+        while self._waiting and len(self._running) < self.slots:
+            job = self._waiting.pop(0)
+            if job.gen.cancelled:  # its client left while it waited: it never reaches the context
+                self._end(job, "stop")
+                continue
+            try:
+                self._start(job)
+            except Exception as exc:
+                log.exception("starting a generation failed")
+                self._end(job, error=EngineFailure(f"generation failed: {exc}"))
+
+    def _start(self, job: _Job) -> None:
+        p = plan(self._seqs, job.prompt, job.media, self.cache)
+        seq = self._seqs[p.target]
+        if p.save:
+            self._save(seq)
+        reuse = p.reuse
+        if p.snapshot is not None:
+            self._clear(seq)
+            if llama_cpp.llama_state_seq_set_data(self._ctx, p.snapshot.snapshot, p.snapshot.nbytes, seq.id):
+                seq.tokens, seq.usable, seq.media = list(p.snapshot.tokens), p.snapshot.usable, list(p.snapshot.media)
+                assert self.cache is not None
+                self.cache.touch(p.snapshot)
+                self.cache.stats.restores += 1
             else:
-                self._save_live(live, reuse)
-        # the last prompt token is always evaluated again, for its logits
-        reuse = boundary(min(reuse, len(prompt) - 1), media)
-        if reuse > 0 and llm._ctx.kv_cache_seq_rm(-1, position(reuse, media), -1):
-            llm.n_tokens = reuse
-        else:
-            reuse = 0
-            self._reset()
-        self._live_media = [dataclasses.replace(m, handle=None) for m in media if m.end <= reuse]
-        self._n_past = position(reuse, media)
-        gen.cached_tokens = reuse
-        self._live_usable = reuse
-        self.stats.prompt_tokens += len(prompt)
+                reuse = 0
+        elif p.source is not None:
+            self._clear(seq)
+            src = self._seqs[p.source]
+            llama_cpp.llama_memory_seq_cp(self._mem, src.id, seq.id, 0, position(reuse, job.media))
+            seq.tokens, seq.usable, seq.media = job.prompt[:reuse], reuse, snapshot_media(job.media, reuse)
+        self._trim(seq, reuse)
+        self._started += 1
+        seq.busy, seq.used = True, self._started
+        job.seq, job.at, job.n_past = seq, reuse, position(reuse, job.media)
+        job.gen.cached_tokens = reuse
+        self.stats.requests += 1
+        self.stats.prompt_tokens += len(job.prompt)
         self.stats.cached_tokens += reuse
         if self.cache is not None:
             if reuse:
                 self.cache.stats.hits += 1
             else:
                 self.cache.stats.misses += 1
-        at = reuse
-        images = {m.start: m for m in media}
-        while at < len(prompt):
-            if gen.cancelled:
-                return False
-            image = images.get(at)
-            if image is not None:
-                self._eval_image(image, prompt)
-                at = image.end
-                continue
-            stop = min([aligned(at) + PREFILL_CHUNK, len(prompt), *(m.start for m in media if m.start > at)])
-            self._eval_text(prompt[at:stop])
-            at = stop
-        self._live_usable = boundary(len(prompt), media)
-        return True
+        if self.cache is not None:  # a prefix that another request is reading now is copied, not read twice
+            for other in self._running:
+                if other.reading and other.leader is None:
+                    until = lead(job.prompt, job.media, other.prompt, reuse)
+                    if until > job.lead_until:
+                        job.leader, job.lead_until = other, until
+        params = job.params
+        job.sampler = self._sampler(params, job.prompt)
+        job.constraint = params.constraint() if params.constraint is not None else None
+        job.max_tokens = min(params.max_tokens, self.info.n_ctx - len(job.prompt))
+        self._running.append(job)
+        self.stats.active = len(self._running)
 
-    def _eval_text(self, tokens: Sequence[int]) -> None:
-        """Decode text tokens at the next context positions; logits for the last one."""
-        llm = self._llm
-        for i in range(0, len(tokens), self._n_batch):
-            batch = tokens[i : i + self._n_batch]
-            llm._batch.set_batch(batch=batch, n_past=self._n_past, logits_all=False)
-            llm._ctx.decode(llm._batch)
-            llm.input_ids[llm.n_tokens : llm.n_tokens + len(batch)] = batch
-            llm.n_tokens += len(batch)
-            self._n_past += len(batch)
+    def _clear(self, seq: SeqState) -> None:
+        llama_cpp.llama_memory_seq_rm(self._mem, seq.id, -1, -1)
+        seq.tokens, seq.usable, seq.media = [], 0, []
 
-    def _eval_image(self, image: MediaSpan, prompt: list[int]) -> None:
-        """Encode an image with the projector and decode its embeddings into the context."""
-        from llama_cpp import mtmd_cpp
-
-        llm = self._llm
-        new_n_past = llama_cpp.llama_pos(0)
-        with self._mtmd_lock:
-            rc = mtmd_cpp.mtmd_helper_eval_chunk_single(
-                self._mtmd, llm._ctx.ctx, image.handle.ptr, self._n_past, 0, self._n_batch,
-                image.end == len(prompt), ctypes.byref(new_n_past),
-            )
-        if rc != 0:
-            raise EngineFailure(f"encoding an image failed (libmtmd error {rc})")
-        llm.input_ids[llm.n_tokens : llm.n_tokens + image.n_tokens] = image.key
-        llm.n_tokens += image.n_tokens
-        self._n_past = new_n_past.value
-        self._live_media.append(dataclasses.replace(image, handle=None))
-
-    def _save_live(self, live: list[int], keep: int) -> None:
-        """Snapshot the live context before it is trimmed to `keep` tokens or replaced."""
-        assert self.cache is not None
-        usable = self._live_usable
-        if usable - keep < SAVE_MIN_DISCARD or self.cache.covers(live, usable):
+    def _trim(self, seq: SeqState, keep: int) -> None:
+        """Keep the first `keep` tokens of a sequence (its whole prompt chunks), drop the rest."""
+        if keep <= 0:
+            self._clear(seq)
             return
-        ctx = self._llm._ctx.ctx
-        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+        if len(seq.tokens) > keep:
+            llama_cpp.llama_memory_seq_rm(self._mem, seq.id, position(keep, seq.media), -1)
+            del seq.tokens[keep:]
+            seq.media = [m for m in seq.media if m.end <= keep]
+        seq.usable = min(seq.usable, keep)
+
+    def _save(self, seq: SeqState) -> None:
+        """Snapshot a sequence's reusable prefix before its KV is overwritten."""
+        assert self.cache is not None
+        self._trim(seq, seq.usable)
+        size = llama_cpp.llama_state_seq_get_size(self._ctx, seq.id)
         if size > self.cache.budget:
             return
         buf = (ctypes.c_uint8 * size)()
-        written = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0)
+        written = llama_cpp.llama_state_seq_get_data(self._ctx, buf, size, seq.id)
         if written:
-            self.cache.put(live, usable, buf, written, self._live_media)
+            self.cache.put(seq.tokens, seq.usable, buf, written, seq.media)
 
-    def _restore(self, entry: CacheEntry) -> None:
-        llm = self._llm
-        llm._ctx.kv_cache_clear()
-        if not llama_cpp.llama_state_seq_set_data(llm._ctx.ctx, entry.snapshot, entry.nbytes, 0):
-            self._reset()
+    def _follow(self, job: _Job) -> None:
+        """Copy what the job's leader has read of their shared prefix since the last step."""
+        leader = job.leader
+        assert leader is not None
+        upto = min(leader.seq.usable, job.lead_until)
+        if upto > job.at:
+            start, end = position(job.at, job.media), position(upto, job.media)
+            llama_cpp.llama_memory_seq_cp(self._mem, leader.seq.id, job.seq.id, start, end)
+            job.seq.tokens.extend(job.prompt[job.at : upto])
+            job.seq.media = snapshot_media(job.media, upto)
+            job.seq.usable = upto
+            job.gen.cached_tokens += upto - job.at
+            self.stats.cached_tokens += upto - job.at
+            job.at, job.n_past = upto, end
+        if job.at >= job.lead_until or not leader.reading:
+            job.leader = None
+
+    def _end(self, job: _Job, finish: str | None = None, error: BaseException | None = None) -> None:
+        """A request is over: its sequence keeps its prompt's whole chunks for the next turn
+        (nothing with the cache off), and its followers take what their leader read."""
+        if job in self._running:
+            for other in self._running:
+                if other.leader is job:
+                    self._follow(other)
+                    other.leader = None
+            self._running.remove(job)
+            seq = job.seq
+            self._trim(seq, seq.usable if self.cache is not None else 0)
+            seq.busy = False
+        if job.sampler is not None:
+            job.sampler.close()
+        self.stats.active = len(self._running)
+        self.stats.finished += 1
+        job.gen.close(finish, error)
+
+    # -- one step: a batch of decode tokens and prompt chunks --------------------------------------
+    def _step(self) -> None:
+        batch = self._batch
+        batch.n = 0
+        for job in list(self._running):
+            if job.gen.cancelled:
+                self._end(job, "stop")
+        decoding = [j for j in self._running if not j.reading]
+        for job in decoding:
+            job.row = batch.add((job.token,), job.n_past, job.seq.id, True)
+        reading: list[_Job] = []
+        images: list[_Job] = []
+        for job in self._running:
+            if not job.reading:
+                continue
+            if job.leader is not None:
+                self._follow(job)
+                if job.leader is not None:
+                    continue  # its leader reads the next chunk of their shared prefix
+            if job.at in job.images:
+                images.append(job)
+                continue
+            stop = next_stop(job.at, len(job.prompt), job.media)
+            if batch.n + stop - job.at > batch.capacity:
+                continue  # the batch is full: next step
+            last = stop == len(job.prompt)
+            job.row = batch.add(job.prompt[job.at : stop], job.n_past, job.seq.id, last)
+            job.stop = stop
+            reading.append(job)
+        if batch.n:
+            batch.struct.n_tokens = batch.n
+            rc = llama_cpp.llama_decode(self._ctx, batch.struct)
+            if rc != 0:
+                raise EngineFailure(f"llama_decode returned {rc}")
+        for job in decoding:
+            job.seq.tokens.append(job.token)
+            job.n_past += 1
+            self._sample(job, job.row)
+        for job in reading:
+            k = job.stop - job.at
+            job.seq.tokens.extend(job.prompt[job.at : job.stop])
+            job.at, job.n_past = job.stop, job.n_past + k
+            job.seq.usable = boundary(job.at, job.media)
+            if not job.reading:
+                self._sample(job, job.row)
+        for job in images:
+            self._eval_image(job)
+
+    def _eval_image(self, job: _Job) -> None:
+        """Encode an image with the projector and decode its embeddings into the job's sequence
+        (in its own decode calls: libmtmd evaluates an image whole)."""
+        from llama_cpp import mtmd_cpp
+
+        image = job.images[job.at]
+        last = image.end == len(job.prompt)
+        new_n_past = llama_cpp.llama_pos(0)
+        with self._mtmd_lock:
+            rc = mtmd_cpp.mtmd_helper_eval_chunk_single(
+                self._mtmd, self._ctx, image.handle.ptr, job.n_past, job.seq.id, self._n_batch, last, ctypes.byref(new_n_past),
+            )
+        if rc != 0:
+            self._end(job, error=EngineFailure(f"encoding an image failed (libmtmd error {rc})"))
             return
-        n = len(entry.tokens)
-        llm.input_ids[:n] = entry.tokens
-        llm.n_tokens = n
-        self._live_usable = entry.usable
-        self._live_media = list(entry.media)
-        self._n_past = position(n, self._live_media)
-        assert self.cache is not None
-        self.cache.touch(entry)
-        self.cache.stats.restores += 1
+        job.seq.tokens.extend(job.prompt[image.start : image.end])
+        job.seq.media.append(dataclasses.replace(image, handle=None))
+        job.at, job.n_past = image.end, new_n_past.value
+        job.seq.usable = boundary(job.at, job.media)
+        if last:
+            self._sample(job, -1)  # its logits are the last decode's
+
+    def _sample(self, job: _Job, row: int) -> None:
+        """Pick the job's next token from its row of the logits and hand it over."""
+        try:
+            token, lp = self._pick(job, row)
+        except Exception as exc:
+            log.exception("sampling failed")
+            self._end(job, error=EngineFailure(f"sampling failed: {exc}"))
+            return
+        if token is None:
+            self._end(job, "length")  # a dead end: nothing may follow, and the grammar is not complete
+            return
+        job.produced += 1
+        self.stats.generated_tokens += 1
+        if llama_cpp.llama_vocab_is_eog(self._vocab, token):
+            job.gen.push(TokenEvent(token, self.token_piece(token), is_eog=True, logprob=lp))
+            self._end(job, "stop")
+            return
+        job.gen.push(TokenEvent(token, self.token_piece(token), logprob=lp))
+        if job.constraint is not None:
+            job.constraint.accept(token)
+            if job.constraint.done():
+                self._end(job, "stop")
+                return
+        if job.produced >= job.max_tokens:
+            self._end(job, "length")
+            return
+        job.token = token
+
+    def _pick(self, job: _Job, row: int) -> tuple[int | None, TokenLogprob | None]:
+        if job.constraint is not None and not self._apply_mask(job.constraint, row):
+            return None, None
+        assert job.sampler is not None
+        token = llama_cpp.llama_sampler_sample(job.sampler.sampler, self._ctx, row)
+        lp = self._logprob(row, token, job.params.logprobs) if job.params.logprobs is not None else None
+        return token, lp
 
     def _sampler(self, params: SamplingParams, prompt: list[int]) -> _internals.LlamaSampler:
         s = _internals.LlamaSampler()
@@ -453,9 +651,12 @@ class LlamaCppEngine:
                     s.accept(tok)
         return s
 
-    def _logprob(self, token: int, top_n: int) -> TokenLogprob:
-        raw = llama_cpp.llama_get_logits_ith(self._llm._ctx.ctx, -1)
-        logits = np.ctypeslib.as_array(raw, shape=(self._n_vocab,))
+    def _logits(self, row: int) -> np.ndarray:
+        raw = llama_cpp.llama_get_logits_ith(self._ctx, row)
+        return np.ctypeslib.as_array(raw, shape=(self._n_vocab,))
+
+    def _logprob(self, row: int, token: int, top_n: int) -> TokenLogprob:
+        logits = self._logits(row)
         peak = float(logits.max())
         lse = peak + float(np.log(np.exp(logits - peak).sum()))
         top: tuple[tuple[int, float], ...] = ()
@@ -465,41 +666,10 @@ class LlamaCppEngine:
             top = tuple((int(i), float(logits[i]) - lse) for i in idx)
         return TokenLogprob(token, float(logits[token]) - lse, top)
 
-    def _generate(self, gen: Generation, prompt: list[int], params: SamplingParams, media: list[MediaSpan]) -> str:
-        llm = self._llm
-        if not self._prefill(gen, prompt, media):
-            return "stop"
-        sampler = self._sampler(params, prompt)
-        constraint = params.constraint() if params.constraint is not None else None
-        room = min(self.info.n_ctx - self._n_past, self.info.n_ctx - llm.n_tokens)
-        max_tokens = min(params.max_tokens, room)
-        for produced in range(1, max_tokens + 1):
-            if gen.cancelled:
-                return "stop"
-            if constraint is not None and not self._apply_mask(constraint):
-                return "length"  # a dead end: nothing may follow, and the grammar is not complete
-            token = sampler.sample(llm._ctx, -1)
-            self.stats.generated_tokens += 1
-            lp = self._logprob(token, params.logprobs) if params.logprobs is not None else None
-            if llama_cpp.llama_vocab_is_eog(self._vocab, token):
-                gen.push(TokenEvent(token, self.token_piece(token), is_eog=True, logprob=lp))
-                return "stop"
-            gen.push(TokenEvent(token, self.token_piece(token), logprob=lp))
-            if constraint is not None:
-                constraint.accept(token)
-                if constraint.done():
-                    return "stop"
-            if produced == max_tokens:
-                break
-            self._eval_text([token])
-        return "length"
-
-    def _apply_mask(self, constraint: TokenConstraint) -> bool:
+    def _apply_mask(self, constraint: TokenConstraint, row: int) -> bool:
         """Forbid the tokens the constraint does not allow, in place in llama.cpp's logits."""
         forbidden = constraint.forbidden()
         if forbidden is None:
             return True
-        raw = llama_cpp.llama_get_logits_ith(self._llm._ctx.ctx, -1)
-        logits = np.ctypeslib.as_array(raw, shape=(self._n_vocab,))
-        logits[forbidden] = -np.inf
+        self._logits(row)[forbidden] = -np.inf
         return not bool(forbidden.all())

@@ -7,10 +7,9 @@ import os
 import time
 from pathlib import Path
 
-from toolserve.config import ModelConfig
+from toolserve.config import ModelConfig, auto_parallel
 from toolserve.engine.base import Engine
 from toolserve.engine.llama_cpp import LlamaCppEngine
-from toolserve.engine.pool import EnginePool
 from toolserve.engine.repack import decide_repack
 from toolserve.errors import ModelLoadError
 from toolserve.formats.registry import detect_format, get_format
@@ -40,28 +39,25 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
             raise ModelLoadError(f"cannot read chat template {cfg.chat_template}: {exc.strerror}") from exc
     log.info("loading %s (%.0f MB)", path, path.stat().st_size / 1e6)
     started = time.perf_counter()
-    if cfg.parallel < 1:
-        raise ModelLoadError(f"--parallel must be at least 1, not {cfg.parallel}")
-    n = cfg.parallel
+    if cfg.parallel < 0:
+        raise ModelLoadError(f"--parallel must be at least 1 (or 0 for automatic), not {cfg.parallel}")
+    n = cfg.parallel or auto_parallel(cfg.ctx_size)
     mmproj = cfg.mmproj or find_mmproj(path)
     if mmproj:
         log.info("images: projector %s", mmproj)
     threads = cfg.threads or os.cpu_count() or 1
     repack = decide_repack(cfg.no_repack, str(_probe_model(path)))
-    instances = [
-        LlamaCppEngine(
-            str(path),
-            n_ctx=cfg.ctx_size,
-            n_threads=max(1, threads // n),  # the instances share the cores and the cache budget
-            cache_ram_mb=cfg.cache_ram // n,
-            cache_type_k=cfg.cache_type_k,
-            cache_type_v=cfg.cache_type_v,
-            mmproj=mmproj,
-            repack=repack,
-        )
-        for _ in range(n)
-    ]
-    engine: Engine = instances[0] if n == 1 else EnginePool(instances)
+    engine: Engine = LlamaCppEngine(
+        str(path),
+        n_ctx=cfg.ctx_size,
+        n_threads=threads,
+        cache_ram_mb=cfg.cache_ram,
+        cache_type_k=cfg.cache_type_k,
+        cache_type_v=cfg.cache_type_v,
+        mmproj=mmproj,
+        repack=repack,
+        parallel=n,
+    )
     info = engine.info
     source, label = choose_template(info.chat_template, info.architecture, override)
     template = ChatTemplate(source, bos_token=info.bos_token, eos_token=info.eos_token, label=label)
@@ -69,7 +65,7 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
     fmt = get_format(fmt_id)
     model_id = cfg.model_alias or path.stem
     log.info(
-        "loaded %s in %.2f s: architecture %s, context %d, %d instance(s), chat template %s, tool format %s, weight repacking %s",
+        "loaded %s in %.2f s: architecture %s, context %d per sequence, %d sequence(s), chat template %s, tool format %s, weight repacking %s",
         model_id, time.perf_counter() - started, info.architecture, info.n_ctx, n, label, fmt_id, "on" if repack else "off",
     )
     return Pipeline(engine, template, model_id, fmt, limits)

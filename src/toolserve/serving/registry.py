@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from toolserve.config import ModelConfig
+from toolserve.config import ModelConfig, auto_parallel
 from toolserve.errors import InsufficientMemory, InvalidRequest, ModelBusy, ModelNotFound, ShuttingDown, ToolserveError
 from toolserve.modelfile import gguf_metadata, resolve_model
 from toolserve.serving.pipeline import Limits, Pipeline
@@ -31,8 +31,8 @@ _KV_BYTES = {"f32": 4.0, "f16": 2.0, "q8_0": 34 / 32, "q5_1": 24 / 32, "q5_0": 2
 
 
 def memory_estimate(cfg: ModelConfig) -> int:
-    """Bytes a local model takes once loaded: the GGUF file (mapped once, whatever --parallel),
-    the KV cache of each instance (from the file's metadata) and the prompt-cache budget."""
+    """Bytes a local model takes once loaded: the GGUF file, the KV cache of its --parallel
+    sequences (from the file's metadata) and the prompt-cache budget."""
     path = resolve_model(cfg.model)
     meta = gguf_metadata(path)
     arch = str(meta.get("general.architecture", ""))
@@ -52,7 +52,7 @@ def memory_estimate(cfg: ModelConfig) -> int:
     per_token = sum(int(h) * (k_len * _KV_BYTES[cfg.cache_type_k] + v_len * _KV_BYTES[cfg.cache_type_v]) for h in per_layer)
     if not per_token:
         log.info("%s: no attention sizes in the GGUF metadata; its KV cache is left out of the estimate", path)
-    kv = int(per_token * n_ctx) * max(1, cfg.parallel)
+    kv = int(per_token * n_ctx) * (cfg.parallel or auto_parallel(n_ctx))
     mmproj = getattr(cfg, "mmproj", None)  # an image projector is loaded beside the model
     extra = Path(mmproj).stat().st_size if mmproj and Path(mmproj).is_file() else 0
     return path.stat().st_size + extra + kv + cfg.cache_ram * MB

@@ -1,0 +1,143 @@
+"""Where a new request's prompt starts: pure bookkeeping for the batched engine's sequences.
+
+The engine keeps one llama.cpp context with several sequences (one per running request, at
+most `--parallel`). A sequence that finished keeps the KV of its prompt, so that the next turn
+of the same conversation finds it; a new request may also copy a prefix out of another sequence
+(a shared system prompt and tool list) or restore a snapshot from the prompt cache. This module
+decides which; the engine does the KV operations.
+
+Exactness: llama.cpp's numbers depend on the batch they were computed in. Prompts are read in
+chunks aligned to absolute multiples of PREFILL_CHUNK, at most one chunk per sequence per step,
+and only whole chunks are reused (plus images, which are always evaluated whole). With one
+sequence (`--parallel 1`) that makes a cache hit compute exactly what a miss computes; with
+several, the other sequences' rows in the same batch and the KV cells' placement change the
+rounding, so a hit answers like a miss only up to rounding (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolserve.engine.base import MediaSpan
+from toolserve.engine.prompt_cache import CacheEntry, PromptCache, common_prefix
+
+PREFILL_CHUNK = 64
+SAVE_MIN_DISCARD = 32  # snapshot a sequence's KV before it is overwritten only when this many tokens would be lost
+
+
+def aligned(n: int) -> int:
+    return n - n % PREFILL_CHUNK
+
+
+def boundary(limit: int, media: Sequence[MediaSpan]) -> int:
+    """The longest prefix of at most `limit` prompt tokens that a fresh evaluation computes in
+    the same batches: it ends at a multiple of PREFILL_CHUNK outside any image, or at an image's
+    start or end (images are evaluated whole)."""
+    best = aligned(limit)
+    for m in media:
+        if m.start < best < m.end:
+            best = m.start
+    for m in media:
+        if m.end <= limit:
+            best = max(best, m.end)
+        elif m.start <= limit:
+            best = max(best, m.start)
+    return best
+
+
+def position(index: int, media: Sequence[MediaSpan]) -> int:
+    """Context position of prompt index `index` (not inside an image): images under M-RoPE take
+    fewer positions than tokens."""
+    return index - sum(m.n_tokens - m.n_pos for m in media if m.end <= index)
+
+
+def next_stop(at: int, length: int, media: Sequence[MediaSpan]) -> int:
+    """Where the prompt chunk that starts at `at` (outside any image) ends: the next multiple of
+    PREFILL_CHUNK, the next image or the end of the prompt."""
+    return min([aligned(at) + PREFILL_CHUNK, length, *(m.start for m in media if m.start > at)])
+
+
+@dataclass
+class SeqState:
+    """What one llama.cpp sequence holds."""
+
+    id: int
+    tokens: list[int] = field(default_factory=list)  # the tokens whose KV it holds, in order
+    usable: int = 0  # how many of them are whole prompt chunks (exactly reusable)
+    media: list[MediaSpan] = field(default_factory=list)  # images among them (handles dropped)
+    busy: bool = False  # a request runs in it
+    used: int = 0  # when it last started a request (for least-recently-used choice)
+
+    def reusable(self, prompt: Sequence[int]) -> int:
+        return min(common_prefix(self.tokens, prompt), self.usable)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Where a prompt starts. `target` is the sequence it runs in; its first `reuse` tokens come
+    from `target` itself (when `source` and `snapshot` are None), from sequence `source`, or from
+    `snapshot`. `save` is True when the target's content is worth a snapshot before it goes."""
+
+    target: int
+    reuse: int
+    source: int | None = None
+    snapshot: CacheEntry | None = None
+    save: bool = False
+
+
+def plan(seqs: Sequence[SeqState], prompt: Sequence[int], media: Sequence[MediaSpan], cache: PromptCache | None) -> Plan:
+    """Choose the idle sequence a prompt runs in and the longest exact prefix it can start from.
+    `seqs` must hold at least one idle sequence. With no cache (`--cache-ram 0`) nothing is reused."""
+    idle = [s for s in seqs if not s.busy]
+    if not idle:
+        raise ValueError("no idle sequence")
+    last = len(prompt) - 1  # the last prompt token is always evaluated again, for its logits
+
+    def exact(n: int) -> int:
+        return boundary(min(n, last), media)
+
+    if cache is None:
+        target = min(idle, key=lambda s: s.used)
+        return Plan(target.id, 0)
+    # the best live source: an idle sequence is reused in place, a busy one is copied from
+    best_live = max(seqs, key=lambda s: (exact(s.reusable(prompt)), not s.busy))
+    live = exact(best_live.reusable(prompt))
+    entry, entry_len = cache.best(prompt)
+    from_snapshot = entry is not None and exact(entry_len) > live
+    if not from_snapshot and live > 0 and not best_live.busy:
+        target = best_live  # the conversation goes on where it is
+    else:  # the idle sequence whose content is worth least: empty, else least recently used
+        target = min(idle, key=lambda s: (s.usable > 0, s.used))
+    keep = exact(target.reusable(prompt))
+    save = target.usable - keep >= SAVE_MIN_DISCARD and not cache.covers(target.tokens, target.usable) and not any(
+        o is not target and o.reusable(target.tokens) >= target.usable for o in seqs
+    )
+    if from_snapshot:
+        assert entry is not None
+        return Plan(target.id, exact(entry_len), snapshot=entry, save=save)
+    if live > keep:
+        return Plan(target.id, live, source=best_live.id, save=save)
+    return Plan(target.id, keep, save=save)
+
+
+def lead(prompt: Sequence[int], media: Sequence[MediaSpan], other: Sequence[int], start: int) -> int:
+    """How far a prompt can follow another prompt being read now (whose prefix the engine can
+    copy instead of computing it twice): the exact boundary of their common prefix, if it goes
+    beyond `start`, else 0."""
+    n = boundary(min(common_prefix(prompt, other), len(prompt) - 1), media)
+    return n if n > start else 0
+
+
+def snapshot_media(media: Sequence[MediaSpan], upto: int) -> list[MediaSpan]:
+    """The images of a prompt that lie within its first `upto` tokens, without their encoded input."""
+    out: list[MediaSpan] = []
+    for m in media:
+        if m.end <= upto:
+            out.append(MediaSpan(m.start, m.n_tokens, m.n_pos, m.key))
+    return out
+
+
+def describe(p: Plan) -> dict[str, Any]:  # for debug logs
+    return {"target": p.target, "reuse": p.reuse, "source": p.source, "snapshot": p.snapshot is not None, "save": p.save}

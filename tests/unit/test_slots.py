@@ -1,0 +1,116 @@
+"""Where a prompt starts in the batched engine: reuse in place, copy from another sequence,
+restore a snapshot, or read it all (engine/slots.py)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from toolserve.engine.base import MediaSpan
+from toolserve.engine.prompt_cache import PromptCache
+from toolserve.engine.slots import PREFILL_CHUNK, SeqState, boundary, lead, next_stop, plan
+
+C = PREFILL_CHUNK
+A = list(range(1000, 1000 + 3 * C + 10))  # a conversation of 3 whole chunks and a bit
+B = list(range(5000, 5000 + 2 * C + 5))  # another one
+SHARED = list(range(9000, 9000 + 2 * C))  # a system prompt and tools two chunks long
+
+
+def seq(i: int, tokens: list[int] | None = None, usable: int | None = None, busy: bool = False, used: int = 0) -> SeqState:
+    tokens = tokens or []
+    return SeqState(i, list(tokens), len(tokens) if usable is None else usable, [], busy, used)
+
+
+def cache() -> PromptCache:
+    return PromptCache(1 << 30)
+
+
+def test_a_conversation_goes_on_in_the_sequence_that_holds_it() -> None:
+    seqs = [seq(0, B, 2 * C, used=2), seq(1, A[: 3 * C], used=1), seq(2)]
+    p = plan(seqs, [*A, 7, 7], [], cache())
+    assert (p.target, p.reuse, p.source, p.snapshot, p.save) == (1, 3 * C, None, None, False)
+
+
+def test_a_prefix_held_by_a_busy_sequence_is_copied() -> None:
+    seqs = [seq(0, [*SHARED, 1, 2], 2 * C, busy=True), seq(1, B, 2 * C, used=5), seq(2, used=1)]
+    p = plan(seqs, [*SHARED, 3, 4, 5], [], cache())
+    assert (p.source, p.reuse) == (0, 2 * C)
+    assert p.target == 2  # the empty sequence, not the one holding another conversation
+
+
+def test_reuse_stops_at_a_chunk_boundary_and_before_the_last_token() -> None:
+    seqs = [seq(0, A, 3 * C)]
+    assert plan(seqs, A[: 3 * C], [], cache()).reuse == 2 * C  # the last token is read again for its logits
+    assert plan(seqs, A[: 2 * C + 5], [], cache()).reuse == 2 * C
+
+
+def test_without_cache_nothing_is_reused() -> None:
+    seqs = [seq(0, A, 3 * C, used=3), seq(1, used=1)]
+    p = plan(seqs, [*A, 1], [], None)
+    assert (p.target, p.reuse, p.source, p.save) == (1, 0, None, False)
+
+
+def test_a_snapshot_beats_a_shorter_live_prefix() -> None:
+    c = cache()
+    c.put(A[: 3 * C], 3 * C, b"x" * 10, 10)
+    seqs = [seq(0, A[:C], C, used=1)]
+    p = plan(seqs, [*A, 1], [], c)
+    assert p.snapshot is not None and p.reuse == 3 * C and p.target == 0
+
+
+def test_overwritten_content_is_saved_first_unless_held_elsewhere() -> None:
+    seqs = [seq(0, A[: 3 * C], used=1)]
+    assert plan(seqs, B, [], cache()).save  # three chunks of A would be lost
+    partial = [seq(0, A[:20], usable=0, used=1)]
+    assert not plan(partial, B, [], cache()).save  # no whole chunk: nothing reusable is lost
+    twice = [seq(0, A[: 3 * C], used=1), seq(1, A[: 3 * C], busy=True)]
+    assert not plan(twice, B, [], cache()).save  # the busy sequence holds it too
+    c = cache()
+    c.put(A[: 3 * C], 3 * C, b"x", 1)
+    assert not plan(seqs, B, [], c).save  # a snapshot holds it already
+
+
+def test_least_recently_used_empty_or_idle_sequence_is_the_target() -> None:
+    seqs = [seq(0, A[: 3 * C], used=1), seq(1, B[: 2 * C], used=2), seq(2, busy=True)]
+    assert plan(seqs, SHARED, [], cache()).target == 0
+    seqs.append(seq(3, used=9))
+    assert plan(seqs, SHARED, [], cache()).target == 3  # an empty one first: nothing is lost
+
+
+def test_images_are_reused_whole() -> None:
+    img = MediaSpan(start=C - 10, n_tokens=30, n_pos=30, key=-5)
+    prompt = [*range(C - 10), *[-5] * 30, *range(50)]
+    seqs = [seq(0, prompt[: C + 20 + 10], C + 20)]
+    p = plan(seqs, prompt, [img], cache())
+    assert p.reuse == img.end  # not the chunk boundary inside the image
+
+
+@given(st.integers(0, 400), st.lists(st.tuples(st.integers(0, 300), st.integers(1, 60)), max_size=3))
+def test_chunks_never_cross_an_image_and_end_on_a_boundary(at: int, spans: list[tuple[int, int]]) -> None:
+    media: list[MediaSpan] = []
+    end = 0
+    for start, n in sorted(spans):
+        start = max(start, end + 1)
+        media.append(MediaSpan(start, n, n, -1))
+        end = start + n
+    length = max(at + 1, end + 1)
+    if any(m.start <= at < m.end for m in media):
+        return
+    stop = next_stop(at, length, media)
+    assert at < stop <= length
+    assert not any(m.start < stop < m.end or (at < m.start < stop) for m in media)
+    assert stop == length or stop % C == 0 or any(stop == m.start for m in media)
+    assert boundary(stop, media) == stop or stop == length
+
+
+def test_lead_follows_a_common_prefix_only_past_the_start() -> None:
+    other = [*SHARED, 1, 2, 3]
+    assert lead([*SHARED, 9, 9], [], other, 0) == 2 * C
+    assert lead([*SHARED, 9, 9], [], other, 2 * C) == 0
+    assert lead(B, [], other, 0) == 0
+
+
+def test_a_trimmed_conversation_is_saved_before_another_one_goes_on_from_its_prefix() -> None:
+    seqs = [seq(0, [*SHARED, *A[: 2 * C]], 4 * C, used=1)]
+    p = plan(seqs, [*SHARED, *B], [], cache())
+    assert (p.target, p.reuse, p.save) == (0, 2 * C, True)  # the shared prompt stays, A's two chunks go to a snapshot
