@@ -103,6 +103,8 @@ class Grammar:
                 for m in self.reasoning_close:  # a stray close (prompt opened it): dropped
                     acts.setdefault(m, ("drop", None))
             else:
+                for m in self.reasoning_open:  # repeated by the model after the template's
+                    acts[m] = ("reopen", None)
                 for m in self.reasoning_close:
                     acts[m] = ("close", None)
             for t in self.triggers:
@@ -398,6 +400,9 @@ class StreamParser:
         if kind == "open":
             self._boundary(CONTENT)
             self._state = REASONING
+        elif kind == "reopen":  # dropped before any reasoning text, else it is reasoning text
+            if self._seg[REASONING].started:
+                self._emit(REASONING, marker)
         elif kind == "close":
             self._boundary(REASONING)
             self._state = CONTENT

@@ -9,9 +9,9 @@ non-call, with the reason beside it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from .corpus_rows import Row
 
+FORMAT_ID = "hermes"
 VLLM = "vLLM tests/tool_parsers/test_hermes_tool_parser.py"
 SGLANG = "SGLang test_function_call_parser.py Qwen25Detector"
 LLAMA_CPP = "llama.cpp tests/test-chat.cpp (Hermes 2 Pro)"
@@ -22,18 +22,6 @@ W = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
 T = '{"name": "get_time", "arguments": {}}'
 PARIS = ("get_weather", {"city": "Paris"})
 TIME = ("get_time", {})
-
-
-@dataclass(frozen=True)
-class Row:
-    name: str
-    text: str
-    content: str = ""
-    reasoning: str = ""
-    calls: tuple[tuple[str, dict[str, Any]], ...] = ()
-    source: str = ""
-    thinking_open: bool = False
-
 
 ROWS = [
     # -- the plain shape, with and without layout newlines

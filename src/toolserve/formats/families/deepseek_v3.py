@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Sink, Trigger, call_arguments, tool_dicts
+from ..base import BodyFactory, Format, Grammar, PrefixChoice, Sink, Trigger, call_arguments, tool_dicts
 from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps
 
@@ -15,7 +15,22 @@ OUTPUT_BEGIN, OUTPUT_END = "<｜tool▁output▁begin｜>", "<｜tool▁output�
 EOS = "<｜end▁of▁sentence｜>"
 
 
-def _header(text: str) -> tuple[str, str | None]:
+# Spellings of the calls opener that llama.cpp reads (R1 distills write them): each opens a block
+# whose first per-call begin marker is optional.
+OPENERS = (CALLS_BEGIN, "<｜tool_calls_begin｜>", "<｜tool calls begin｜>", "<｜tool\\_calls\\_begin｜>", "<｜tool▁calls｜>")
+
+
+def call_triggers(body: BodyFactory) -> tuple[Trigger, ...]:
+    """The per-call marker and every opener spelling, all reading one call with `body`."""
+    def after_opener(sink: Sink) -> PrefixChoice:
+        return PrefixChoice(sink, ((CALL_BEGIN, body, True), ("", body, True)))
+    return (Trigger(CALL_BEGIN, body, close=CALL_END),
+            *(Trigger(m, after_opener, close=CALL_END) for m in OPENERS))
+
+
+def _header(text: str) -> tuple[str, str | None] | None:
+    if SEP not in text:
+        return None
     return text.rpartition(SEP)[2].strip(), None
 
 
@@ -42,9 +57,9 @@ def deepseek_call_syntax(example: str) -> str:
 class DeepseekV3(Format):
     FORMAT_ID = "deepseek_v3"
     REASONING = ("<think>", "</think>")
-    GRAMMAR = Grammar(triggers=(Trigger(CALL_BEGIN, _body, close=CALL_END),),
+    GRAMMAR = Grammar(triggers=call_triggers(_body),
                       reasoning_open=("<think>",), reasoning_close=("</think>",),
-                      drop=(CALLS_BEGIN, CALLS_END, EOS))
+                      drop=(CALLS_END, EOS))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         example = f'{CALL_BEGIN}function{SEP}function_name\n```json\n{{"argument_name": "value"}}\n```{CALL_END}'

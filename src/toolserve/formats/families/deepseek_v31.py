@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Sink, Trigger, call_arguments
+from ..base import Format, Grammar, Sink, call_arguments
 from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps
 from .deepseek_v3 import (
@@ -17,6 +17,7 @@ from .deepseek_v3 import (
     OUTPUT_BEGIN,
     OUTPUT_END,
     SEP,
+    call_triggers,
     deepseek_call_syntax,
     deepseek_tools,
 )
@@ -29,9 +30,9 @@ def _body(sink: Sink) -> NamedJsonBody:
 class DeepseekV31(Format):
     FORMAT_ID = "deepseek_v31"
     REASONING = ("<think>", "</think>")
-    GRAMMAR = Grammar(triggers=(Trigger(CALL_BEGIN, _body, close=CALL_END),),
+    GRAMMAR = Grammar(triggers=call_triggers(_body),
                       reasoning_open=("<think>",), reasoning_close=("</think>",),
-                      drop=(CALLS_BEGIN, CALLS_END, EOS))
+                      drop=(CALLS_END, EOS))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         example = f'{CALL_BEGIN}function_name{SEP}{{"argument_name": "value"}}{CALL_END}'

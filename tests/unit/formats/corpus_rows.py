@@ -1,0 +1,27 @@
+"""The row type of the conformance corpora (corpus_<family>.py) and the list of corpora.
+
+A row is one variant a peer server's parser suite accepts (or rejects), written as our own
+data in toolserve's tools (formats_fixtures.TOOLS): the model's text, the expected content,
+reasoning and calls, and the peer suite it comes from. `fmt` overrides the corpus module's
+FORMAT_ID where one corpus covers two format ids (deepseek_v3 / deepseek_v31).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    text: str
+    content: str = ""
+    reasoning: str = ""
+    calls: tuple[tuple[str, dict[str, Any]], ...] = ()
+    source: str = ""
+    thinking_open: bool = False
+    fmt: str = ""
+
+
+CORPORA = ("hermes", "deepseek")
