@@ -24,4 +24,4 @@ class Row:
     fmt: str = ""
 
 
-CORPORA = ("hermes", "deepseek")
+CORPORA = ("hermes", "deepseek", "gpt_oss")

@@ -16,7 +16,7 @@ from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps
 from ..schema import prop_schema, types_of
 
-MESSAGE = "<|message|>"
+MESSAGE, CALL = "<|message|>", "<|call|>"
 _RECIPIENT = re.compile(r"\bto=([^\s<]+)")
 _CHANNEL = re.compile(r"(?:^|<\|channel\|>)\s*(\w+)")
 _TAG = re.compile(r"<\|(\w+)\|>")
@@ -26,6 +26,19 @@ _HEADER_TAGS = {"channel", "constrain", "message"}
 def _bad_header(text: str) -> bool:
     """A header is one short line whose only tags are channel/constrain (message ends it)."""
     return "\n" in text or any(m.group(1) not in _HEADER_TAGS for m in _TAG.finditer(text))
+
+
+def _empty_message(buf: str, pos: int, final: bool) -> int | None:
+    """End of `<|call|>` when the message is empty, 0 when it is not, None while unsure."""
+    i = pos
+    while i < len(buf) and buf[i] in " \t\r\n":
+        i += 1
+    rest = buf[i:i + len(CALL)]
+    if rest == CALL:
+        return i + len(CALL)
+    if not final and CALL.startswith(rest):
+        return None
+    return 0
 
 
 class _Header:
@@ -48,13 +61,20 @@ class _Header:
         header = self.prefix + buf[pos:j]
         if _bad_header(header):
             return pos, FAIL
-        pos = j + len(MESSAGE)
+        start, pos = pos, j + len(MESSAGE)
         recipient = _RECIPIENT.search(header)
         if recipient is not None:
             name = recipient.group(1).removeprefix("functions.")
             if not self.sink.allowed(name):
                 return pos, FAIL
-            self.call = NamedJsonBody(self.sink, "", lambda _: (name, None), suffix="<|call|>")
+            empty = _empty_message(buf, pos, final)
+            if empty is None:
+                return start, MORE
+            if empty:  # `<|message|><|call|>`: a call without arguments
+                self.sink.start_call(name)
+                self.sink.end_call()
+                return empty, DONE
+            self.call = NamedJsonBody(self.sink, "", lambda _: (name, None), suffix=CALL)
             return self.call.advance(buf, pos, final)
         channel = _CHANNEL.search(header)
         self.next_state = REASONING if channel is not None and channel.group(1) == "analysis" else CONTENT
@@ -98,9 +118,12 @@ def _ts_function(tool: ToolSpec) -> str:
 class GptOss(Format):
     FORMAT_ID = "gpt_oss"
     REASONING = ("<|channel|>analysis<|message|>", "<|end|>")
+    # `to=functions.` leading a segment: the template wrote `<|start|>assistant` and the model
+    # goes on with the recipient of the role header
     GRAMMAR = Grammar(triggers=(Trigger("<|start|>", lambda s: _Header(s, "")),
-                                Trigger("<|channel|>", lambda s: _Header(s, "<|channel|>"))),
-                      reasoning_close=("<|end|>",), drop=("<|return|>", "<|call|>"))
+                                Trigger("<|channel|>", lambda s: _Header(s, "<|channel|>")),
+                                Trigger("to=functions.", lambda s: _Header(s, ""), lead=True)),
+                      reasoning_close=("<|end|>",), drop=("<|return|>", CALL))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         body = "\n\n".join(_ts_function(t) for t in tools)
