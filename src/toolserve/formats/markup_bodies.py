@@ -75,6 +75,7 @@ class XmlSyntax:
     strip_newline: bool = True  # one newline after the open tag and before the close is layout
     unquote: bool = False  # minimax: name="x"
     name_stops: tuple[str, ...] = ()  # glm45: the name also ends (unconsumed) at these
+    value_stops: tuple[str, ...] = ()  # a value left unclosed also ends (unconsumed) at these
 
 
 class XmlParamsBody:
@@ -198,8 +199,17 @@ class XmlParamsBody:
             self.first = False
             if self.sx.strip_newline and buf[pos] == "\n":
                 pos += 1
-        j = buf.find(close, pos)
-        end = j if j >= 0 else (len(buf) if final else _hold_from(buf, pos, close))
+        j, after = buf.find(close, pos), len(close)
+        for stop in self.sx.value_stops:
+            k = buf.find(stop, pos, j if j >= 0 else len(buf))
+            if k >= 0:
+                j, after = k, 0
+        if j >= 0:
+            end = j
+        elif final:
+            end = len(buf)
+        else:
+            end = min(_hold_from(buf, pos, m) for m in (close, *self.sx.value_stops))
         chunk = buf[pos:end]
         if chunk:
             chunk, self.held = self.held + chunk, ""
@@ -207,7 +217,7 @@ class XmlParamsBody:
                 chunk, self.held = chunk[:-1], "\n"
             self._text(chunk)
         if j >= 0:
-            return self._finish_value(j + len(close))
+            return self._finish_value(j + after)
         if final:
             return self._finish_value(end)
         return end, MORE

@@ -11,7 +11,8 @@ from ..jsonstream import dumps
 from ..markup_bodies import XmlParamsBody, XmlSyntax, xml_value
 from ..schema import prop_schema, types_of
 
-SYNTAX = XmlSyntax()
+# a `<parameter=...>` left unclosed ends where the next parameter, the function or the block starts
+SYNTAX = XmlSyntax(value_stops=("<parameter=", "</function>", "</tool_call>"))
 
 
 def _body(sink: Sink) -> XmlParamsBody:
