@@ -24,4 +24,4 @@ class Row:
     fmt: str = ""
 
 
-CORPORA = ("hermes", "deepseek", "gpt_oss", "qwen3_coder")
+CORPORA = ("hermes", "deepseek", "gpt_oss", "qwen3_coder", "glm45")
