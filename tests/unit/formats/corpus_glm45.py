@@ -11,8 +11,8 @@ from .corpus_rows import Row
 
 FORMAT_ID = "glm45"
 VLLM_47 = "vLLM tests/tool_parsers/test_glm47_moe_tool_parser.py"
-VLLM_45 = "vLLM tests/tool_parsers/test_glm4_moe_tool_parser.py"
-VLLM_R = "vLLM tests/reasoning/test_glm4_moe_reasoning_parser.py"
+VLLM_45 = "toolserve's own row: the standard GLM-4.5 shape (vLLM tests/tool_parsers/test_glm4_moe_tool_parser.py was not read)"
+VLLM_R = "toolserve's own row: the standard GLM-4.5 reasoning shape (vLLM tests/reasoning/test_glm4_moe_reasoning_parser.py was not read)"
 LLAMA_CPP = "llama.cpp tests/test-chat.cpp (GLM-4.6 / GLM-4.7-Flash templates)"
 
 BEIJING = ("get_weather", {"city": "Beijing"})

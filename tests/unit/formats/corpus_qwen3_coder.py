@@ -12,7 +12,7 @@ from .corpus_rows import Row
 FORMAT_ID = "qwen3_coder"
 VLLM = "vLLM tests/tool_parsers/test_qwen3coder_tool_parser.py"
 VLLM_ISSUE = "vLLM issue 57699 (missing </parameter> before </function>), in its qwen3coder tests"
-VLLM_R = "vLLM tests/reasoning/test_qwen3_reasoning_parser.py"
+VLLM_R = "toolserve's own row: the standard Qwen3 reasoning shape (vLLM tests/reasoning/test_qwen3_reasoning_parser.py was not read)"
 LLAMA_CPP = "llama.cpp tests/test-chat.cpp (Qwen3-Coder template)"
 SGLANG = "SGLang test_function_call_parser.py Qwen3CoderDetector"
 
