@@ -58,6 +58,7 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-ram", type=int, default=env_default("cache_ram", d.cache_ram), help="MB of RAM for prompt-cache snapshots (0: off)")
     p.add_argument("--cache-type-k", default=env_default("cache_type_k", d.cache_type_k), choices=sorted(KV_TYPE_NAMES), help="KV cache type for K")
     p.add_argument("--cache-type-v", default=env_default("cache_type_v", d.cache_type_v), choices=sorted(KV_TYPE_NAMES), help="KV cache type for V (quantised types turn on flash attention)")
+    p.add_argument("--flash-attn", default=env_default("flash_attn", d.flash_attn), choices=["auto", "on", "off"], help="flash attention (default: auto, llama.cpp's choice; a quantised V cache needs it on)")
     p.add_argument("--no-repack", action="store_true", default=env_default("no_repack", d.no_repack), help="never repack weights into llama.cpp's extra buffer types (default: repack unless a check on this host finds it faults)")
     p.add_argument("--log-level", default=env_default("log_level", ServerConfig.log_level), choices=["debug", "info", "warning", "error"])
 

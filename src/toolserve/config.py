@@ -32,6 +32,7 @@ class ModelConfig:
     cache_type_v: str = "f16"
     mmproj: str | None = None  # multimodal projector GGUF; None: one named *mmproj*.gguf beside the model, if any
     no_repack: bool = False  # never let llama.cpp repack weights (else: as the host check says)
+    flash_attn: str = "auto"  # on | off | auto (llama.cpp's choice: on where the backend has it)
 
 
 @dataclass(frozen=True)
@@ -90,14 +91,15 @@ class ConfigError(ValueError):
 
 _LOCAL_KEYS = {
     "id", "model", "ctx_size", "threads", "parallel", "chat_template", "tool_format", "cache_ram",
-    "cache_type_k", "cache_type_v", "keep_alive", "preload", "mmproj", "no_repack",
+    "cache_type_k", "cache_type_v", "keep_alive", "preload", "mmproj", "no_repack", "flash_attn",
 }
 _UPSTREAM_KEYS = {
     "id", "url", "api_key", "api_key_env", "upstream_model", "mode", "guided", "timeout", "verify_tls",
     "chat_template", "tool_format", "health_interval",
 }
 _TOP_KEYS = {"models", "memory_mb", "keep_alive", "default", "model_map"}
-_INHERITED = ("ctx_size", "threads", "parallel", "cache_ram", "cache_type_k", "cache_type_v", "no_repack")
+_INHERITED = ("ctx_size", "threads", "parallel", "cache_ram", "cache_type_k", "cache_type_v", "no_repack", "flash_attn")
+FLASH_ATTN = ("auto", "on", "off")
 DEFAULT_KEEP_ALIVE = 300.0
 
 
@@ -129,7 +131,9 @@ def _local_entry(where: str, d: dict[str, Any], base: Path, defaults: ModelConfi
         _typed(where, "model", model, (str,), "a GGUF path or 'bundled'")
     path = None if model in (None, "bundled") else _path(base, model)
     ints: dict[str, Any] = {k: int(_typed(where, k, d[k], (int,), "an integer")) for k in ("ctx_size", "threads", "parallel", "cache_ram") if k in d}
-    strs: dict[str, Any] = {k: str(_typed(where, k, d[k], (str,), "a string")) for k in ("chat_template", "tool_format", "cache_type_k", "cache_type_v", "mmproj") if k in d}
+    strs: dict[str, Any] = {k: str(_typed(where, k, d[k], (str,), "a string")) for k in ("chat_template", "tool_format", "cache_type_k", "cache_type_v", "mmproj", "flash_attn") if k in d}
+    if strs.get("flash_attn", "auto") not in FLASH_ATTN:
+        raise ConfigError(f"{where}.flash_attn: {strs['flash_attn']!r} is not one of {', '.join(FLASH_ATTN)}")
     for k in ("cache_type_k", "cache_type_v"):
         if k in strs and strs[k] not in KV_TYPE_NAMES:
             raise ConfigError(f"{where}.{k}: {strs[k]!r} is not one of {', '.join(KV_TYPE_NAMES)}")

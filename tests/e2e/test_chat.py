@@ -149,3 +149,14 @@ def test_tokenize_round_trip(http: httpx.Client) -> None:
     text = "Grüße, 世界! <|im_start|>"
     tokens = http.post("/tokenize", json={"prompt": text, "add_special_tokens": False}).json()["tokens"]
     assert http.post("/detokenize", json={"tokens": tokens}).json()["prompt"] == text
+
+
+def test_tokenize_renders_tools_as_a_request_does(http: httpx.Client) -> None:
+    msgs = [{"role": "user", "content": "Weather in Oslo?"}]
+    tool = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    bare = http.post("/tokenize", json={"messages": msgs}).json()["count"]
+    with_tools = http.post("/tokenize", json={"messages": msgs, "tools": [tool]}).json()["count"]
+    asked = http.post("/v1/chat/completions", json={"messages": msgs, "tools": [tool], "max_tokens": 1}).json()
+    assert bare < with_tools == asked["usage"]["prompt_tokens"]
+    none = http.post("/tokenize", json={"messages": msgs, "tools": [tool], "tool_choice": "none"}).json()["count"]
+    assert none == http.post("/v1/chat/completions", json={"messages": msgs, "tools": [tool], "tool_choice": "none", "max_tokens": 1}).json()["usage"]["prompt_tokens"]

@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 
 from toolserve.api import convert
 from toolserve.api.deps import RegistryDep
-from toolserve.api.schemas import DetokenizeRequest, TokenizeRequest
+from toolserve.api.schemas import ChatCompletionRequest, DetokenizeRequest, TokenizeRequest
 from toolserve.errors import InvalidRequest, Unsupported
 from toolserve.modelfile import BUNDLED_FILE
 from toolserve.serving.pipeline import Pipeline
@@ -140,7 +140,9 @@ async def tokenize(req: TokenizeRequest, registry: RegistryDep) -> dict[str, Any
         images = convert.image_sources(req.messages)
         if images and not pipe.engine.info.vision:
             raise Unsupported(f"{images[0][0]} is an image, but this model accepts text only.", param=images[0][0])
-        text = pipe.render_chat(convert.to_messages(req.messages))
+        chat = ChatCompletionRequest.model_construct(messages=req.messages, tools=req.tools, tool_choice=req.tool_choice,
+                                     chat_template_kwargs=req.chat_template_kwargs)
+        text = pipe.render_chat(convert.to_messages(req.messages), convert.chat_options(chat))
     if text is None:
         raise InvalidRequest("Give 'prompt' (or 'content', or 'messages') to tokenize.", param="prompt")
     tokens = pipe.tokenize_prompt(text) if req.add_special_tokens else pipe.engine.tokenize(text)

@@ -183,6 +183,9 @@ class TokenizeRequest(_Request):
     prompt: str | None = None
     content: str | None = None  # llama.cpp's spelling
     messages: list[ChatMessage] | None = None
+    tools: list[ToolDef] | None = None  # rendered into the prompt as a chat request's are
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
+    chat_template_kwargs: dict[str, Any] | None = None
     add_special_tokens: bool = True
 
 

@@ -57,6 +57,7 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
         mmproj=mmproj,
         repack=repack,
         parallel=n,
+        flash_attn=None if cfg.flash_attn == "auto" else cfg.flash_attn == "on",
     )
     info = engine.info
     source, label = choose_template(info.chat_template, info.architecture, override)
