@@ -6,13 +6,23 @@ and asks for the next response (max_tokens 16, temperature 0, streamed over HTTP
 TTFT = time from sending the request to the first chunk carrying content or a tool-call delta.
 
 Servers, measured in the same run, one at a time:
-  toolserve, cache on   (`--cache-ram 512`, the default)
-  toolserve, cache off  (`--cache-ram 0`: no prefix reuse at all)
-  llama_cpp.server      (llama-cpp-python's server: reuses the prefix it shares with its live context)
-and two conversations interleaved (A1, B1, A2, B2, ...) against toolserve (cache on) and
-llama_cpp.server. Each run uses fresh conversation ids; one warm-up request precedes them.
+  0 toolserve, cache on   (`--cache-ram 512`, the default)
+  1 toolserve, cache off  (`--cache-ram 0`: no prefix reuse at all)
+  2 llama_cpp.server      (llama-cpp-python's server: reuses the prefix it shares with its live context)
+  3, 4 two conversations interleaved (A1, B1, A2, B2, ...) against toolserve (cache on) and
+       llama_cpp.server
+  5 llama-server          (llama.cpp's own server, `--jinja`, one slot of 4096 tokens, its default
+                          prompt cache in RAM; built from the llama.cpp that the installed
+                          llama-cpp-python vendors, see bench/llama_server.py)
+  6 interleaved llama-server
+  7, 8 llama-server on toolserve's prompt: the same conversation rendered and tokenized by
+       toolserve (tools included, through its /tokenize) and sent as token ids to llama-server's
+       /completion with cache_prompt; single, then interleaved. Both servers read the same tokens.
+Each run uses fresh conversation ids; one warm-up request precedes them. llama-server renders the
+conversation with the model's own template (`--jinja`); SmolLM2's drops the tools and the assistant
+tool calls, so its prompts are shorter than toolserve's (see the prompt token counts).
 
-    python bench/agent_loop.py [--runs 3] [--turns 10] [--only 0,1,2]   (setups in the order above)
+    python bench/agent_loop.py [--runs 3] [--turns 10] [--only 0,1,2]   (setup numbers above)
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -28,6 +39,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+import llama_server
 from decode import free_port, sse_chunks, start
 
 from toolserve.modelfile import bundled_model
@@ -102,8 +114,31 @@ def messages(conv: str, turns: int) -> list[dict]:
     return out
 
 
+EXTRA: list[str] = []  # more toolserve flags (--toolserve-args)
+TOKENIZER: str | None = None  # a toolserve URL: setups 7-8 send its prompt tokens to llama-server
+
+
+def ttft_tokens(client: httpx.Client, url: str, conv: str, turn: int) -> tuple[float, int, int]:
+    """The same, for toolserve's prompt (tools rendered as toolserve renders them) sent as token
+    ids to llama-server's /completion: both servers read exactly the same tokens."""
+    assert TOKENIZER is not None
+    tokens = client.post(f"{TOKENIZER}/tokenize", json={"messages": messages(conv, turn), "tools": TOOLS}).json()["tokens"]
+    body = {"prompt": tokens, "n_predict": 16, "temperature": 0, "stream": True, "cache_prompt": True}
+    first, cached = None, -1
+    t0 = time.perf_counter()
+    for chunk in sse_chunks(client, f"{url}/completion", body):
+        if first is None and chunk.get("content"):
+            first = time.perf_counter() - t0
+        timings = chunk.get("timings") or {}
+        if "cache_n" in timings:
+            cached = int(timings["cache_n"])
+    return (first if first is not None else time.perf_counter() - t0), len(tokens), cached
+
+
 def ttft(client: httpx.Client, url: str, model: str, conv: str, turn: int) -> tuple[float, int, int]:
     """(TTFT seconds, prompt tokens, cached tokens) of one streamed request."""
+    if TOKENIZER is not None:
+        return ttft_tokens(client, url, conv, turn)
     body = {"model": model, "messages": messages(conv, turn), "tools": TOOLS, "tool_choice": "auto",
             "max_tokens": 16, "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
     first, prompt, cached = None, -1, -1
@@ -125,8 +160,12 @@ def run_server(cmd: list[str], port: int, runs: int, turns: int, label: str, int
     proc = start(cmd, url)
     out: dict[tuple[str, int], list[float]] = {}
     info: dict[tuple[str, int], tuple[int, int]] = {}
+    # llama-server (cpp-httplib) closes a kept-alive connection once a response took longer than
+    # its 5 s keep-alive timeout, and the next request on it fails ("Server disconnected without
+    # sending a response"): it gets a new connection per request (loopback, well under 1 ms).
+    keepalive = 0 if Path(cmd[0]).name == "llama-server" else 20  # 20: httpx's default
     try:
-        with httpx.Client(timeout=600) as client:
+        with httpx.Client(timeout=600, limits=httpx.Limits(max_connections=100, max_keepalive_connections=keepalive)) as client:
             model = client.get(f"{url}/v1/models").json()["data"][0]["id"]
             ttft(client, url, model, "warmup", 1)
             for r in range(runs):
@@ -136,7 +175,7 @@ def run_server(cmd: list[str], port: int, runs: int, turns: int, label: str, int
                         t, p, k = ttft(client, url, model, f"{label}{r}{c}", turn)
                         out.setdefault((c, turn), []).append(t)
                         info[(c, turn)] = (p, k)
-            health = client.get(f"{url}/health").json() if "toolserve" in " ".join(cmd) else {}
+            health = client.get(f"{url}/health").json() if "toolserve.cli" in cmd else {}
     finally:
         proc.terminate()
         proc.wait()
@@ -147,24 +186,42 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--turns", type=int, default=10)
-    ap.add_argument("--only", default="", help="comma-separated setup numbers 0-4 (default: all)")
+    ap.add_argument("--only", default="", help="comma-separated setup numbers 0-8 (default: all)")
+    ap.add_argument("--toolserve-args", default="", help="extra arguments for toolserve serve, one string")
     args = ap.parse_args()
+    EXTRA.extend(args.toolserve_args.split())
     model = str(bundled_model())
     py = sys.executable
 
     def toolserve(port: int, cache: int) -> list[str]:
         return [py, "-m", "toolserve.cli", "serve", "--port", str(port), "--log-level", "warning",
-                "--ctx-size", "4096", "--threads", "2", "--cache-ram", str(cache)]
+                "--ctx-size", "4096", "--threads", "2", "--cache-ram", str(cache), *EXTRA]
 
-    def llama_server(port: int) -> list[str]:
+    def llama_cpp_server(port: int) -> list[str]:
         return [py, "-m", "llama_cpp.server", "--model", model, "--port", str(port), "--n_ctx", "4096",
                 "--n_threads", "2", "--n_threads_batch", "2", "--verbose", "False"]
 
+    def llama_cpp_own_server(port: int) -> list[str]:
+        binary = llama_server.binaries()["llama-server"]  # built on first use, then cached
+        return llama_server.server_command(binary, model, port, threads=2, ctx=4096, parallel=1, extra=("--jinja",))
+
+    def same_tokens(port: int) -> list[str]:  # llama-server, fed toolserve's prompt tokens
+        global TOKENIZER
+        tport = free_port()
+        TOKENIZER = f"http://127.0.0.1:{tport}"
+        tokenizers.append(start([*toolserve(tport, 0), "--parallel", "1"], TOKENIZER))  # idle but for /tokenize
+        return llama_cpp_own_server(port)
+
+    tokenizers: list[subprocess.Popen] = []
     setups = [("toolserve cache on", lambda p: toolserve(p, 512), False),
               ("toolserve cache off", lambda p: toolserve(p, 0), False),
-              ("llama_cpp.server", llama_server, False),
+              ("llama_cpp.server", llama_cpp_server, False),
               ("interleaved toolserve cache on", lambda p: toolserve(p, 512), True),
-              ("interleaved llama_cpp.server", llama_server, True)]
+              ("interleaved llama_cpp.server", llama_cpp_server, True),
+              ("llama-server", llama_cpp_own_server, False),
+              ("interleaved llama-server", llama_cpp_own_server, True),
+              ("llama-server, toolserve's tokens", same_tokens, False),
+              ("interleaved llama-server, toolserve's tokens", same_tokens, True)]
     if args.only:
         setups = [setups[int(i)] for i in args.only.split(",")]
     med: dict[str, dict[int, float]] = {}
@@ -175,6 +232,12 @@ def main() -> None:
         med[name] = {t: statistics.median([x for (c, tt), v in res.items() if tt == t for x in v])
                      for t in range(1, args.turns + 1)}
         infos[name], healths[name] = info, health
+        global TOKENIZER
+        TOKENIZER = None
+        for proc in tokenizers:
+            proc.terminate()
+            proc.wait()
+        tokenizers.clear()
         print(f"done: {name}", file=sys.stderr, flush=True)
 
     print(f"TTFT ms per turn, median of {args.runs} runs (interleaved: of both conversations), max_tokens 16")
@@ -187,23 +250,32 @@ def main() -> None:
             p, k = infos[name].get(("A", t), (-1, -1))
             cells.append(f"{1000 * med[name][t]:.0f} ({p}/{k})")
         print(f"| {t} | " + " | ".join(cells) + " |")
-    last = args.turns
-    if len(med) == 5:
-        ratios(med, last)
+    ratios(med, args.turns)
     for name, h in healths.items():
         if h is not None:
             print(f"\n/health after '{name}': prompt_cache = {json.dumps(h.get('prompt_cache'))}")
 
 
 def ratios(med: dict[str, dict[int, float]], last: int) -> None:
-    print(f"\nturn {last}: cache off / cache on = {med['toolserve cache off'][last] / med['toolserve cache on'][last]:.2f}"
-          " (target >= 5)")
-    print(f"turn {last}: llama_cpp.server / cache on = {med['llama_cpp.server'][last] / med['toolserve cache on'][last]:.2f}"
-          " (single conversation, for reference)")
+    """The ratios whose setups were all measured."""
+    print()
+    on = med.get("toolserve cache on")
     tail = range(max(1, last - 2), last + 1)
-    ts = statistics.median(med["interleaved toolserve cache on"][t] for t in tail)
-    lc = statistics.median(med["interleaved llama_cpp.server"][t] for t in tail)
-    print(f"interleaved, turns {tail.start}-{last}: llama_cpp.server / toolserve = {lc / ts:.2f} (target >= 3)")
+    if on is not None:
+        if "toolserve cache off" in med:
+            print(f"turn {last}: cache off / cache on = {med['toolserve cache off'][last] / on[last]:.2f} (target >= 5)")
+        for other in ("llama_cpp.server", "llama-server", "llama-server, toolserve's tokens"):
+            if other in med:
+                mine = statistics.median(on[t] for t in tail)
+                theirs = statistics.median(med[other][t] for t in tail)
+                print(f"single conversation, turns {tail.start}-{last}: toolserve / {other} = {mine / theirs:.2f}")
+    inter = med.get("interleaved toolserve cache on")
+    if inter is not None:
+        ts = statistics.median(inter[t] for t in tail)
+        for other, target in (("llama_cpp.server", " (target >= 3)"), ("llama-server", ""), ("llama-server, toolserve's tokens", "")):
+            if f"interleaved {other}" in med:
+                lc = statistics.median(med[f"interleaved {other}"][t] for t in tail)
+                print(f"interleaved, turns {tail.start}-{last}: {other} / toolserve = {lc / ts:.2f}{target}")
 
 
 if __name__ == "__main__":
