@@ -114,13 +114,3 @@ def test_a_trimmed_conversation_is_saved_before_another_one_goes_on_from_its_pre
     seqs = [seq(0, [*SHARED, *A[: 2 * C]], 4 * C, used=1)]
     p = plan(seqs, [*SHARED, *B], [], cache())
     assert (p.target, p.reuse, p.save) == (0, 2 * C, True)  # the shared prompt stays, A's two chunks go to a snapshot
-
-
-def test_with_several_sequences_reuse_goes_down_to_the_token() -> None:
-    seqs = [seq(0, A, len(A), used=1), seq(1)]
-    assert plan(seqs, [*A, 7, 7], [], cache(), chunk=1).reuse == len(A)
-    assert plan(seqs, A[:100], [], cache(), chunk=1).reuse == 99  # the last token is read again
-    img = MediaSpan(start=10, n_tokens=30, n_pos=30, key=-5)
-    prompt = [*range(10), *[-5] * 30, *range(20)]
-    inside = [seq(0, prompt[:25], 25, used=1)]
-    assert plan(inside, prompt, [img], cache(), chunk=1).reuse == 10  # never inside an image

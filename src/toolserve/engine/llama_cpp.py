@@ -170,6 +170,7 @@ class LlamaCppEngine:
     """Runs a GGUF model with llama-cpp-python: `parallel` sequences in one context, batched by
     one worker thread."""
 
+    prefill_chunk = PREFILL_CHUNK
 
     def __init__(
         self,
@@ -194,9 +195,6 @@ class LlamaCppEngine:
         if cache_type_v not in ("f16", "f32") and fa == llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED:
             raise ModelLoadError("a quantised V cache needs flash attention")
         self.slots = parallel
-        # the reuse granularity: whole prompt chunks where a hit must equal a miss (one sequence),
-        # any token where batching changes the rounding anyway (several)
-        self.prefill_chunk = PREFILL_CHUNK if parallel == 1 else 1
         try:
             self._llm = _Llama(
                 repack=repack,  # off where the host check found repacked kernels faulting
@@ -408,7 +406,7 @@ class LlamaCppEngine:
                 self._end(job, error=EngineFailure(f"generation failed: {exc}"))
 
     def _start(self, job: _Job) -> None:
-        p = plan(self._seqs, job.prompt, job.media, self.cache, self.prefill_chunk)
+        p = plan(self._seqs, job.prompt, job.media, self.cache)
         seq = self._seqs[p.target]
         if p.save:
             self._save(seq)
@@ -443,7 +441,7 @@ class LlamaCppEngine:
         if self.cache is not None:  # a prefix that another request is reading now is copied, not read twice
             for other in self._running:
                 if other.reading and other.leader is None:
-                    until = lead(job.prompt, job.media, other.prompt, reuse, self.prefill_chunk)
+                    until = lead(job.prompt, job.media, other.prompt, reuse)
                     if until > job.lead_until:
                         job.leader, job.lead_until = other, until
         params = job.params
@@ -552,14 +550,12 @@ class LlamaCppEngine:
         for job in decoding:
             job.seq.tokens.append(job.token)
             job.n_past += 1
-            if self.prefill_chunk == 1:  # a generated token's KV is reusable too
-                job.seq.usable = len(job.seq.tokens)
             self._sample(job, job.row)
         for job in reading:
             k = job.stop - job.at
             job.seq.tokens.extend(job.prompt[job.at : job.stop])
             job.at, job.n_past = job.stop, job.n_past + k
-            job.seq.usable = boundary(job.at, job.media, self.prefill_chunk)
+            job.seq.usable = boundary(job.at, job.media)
             if not job.reading:
                 self._sample(job, job.row)
         for job in images:
@@ -583,7 +579,7 @@ class LlamaCppEngine:
         job.seq.tokens.extend(job.prompt[image.start : image.end])
         job.seq.media.append(dataclasses.replace(image, handle=None))
         job.at, job.n_past = image.end, new_n_past.value
-        job.seq.usable = boundary(job.at, job.media, self.prefill_chunk)
+        job.seq.usable = boundary(job.at, job.media)
         if last:
             self._sample(job, -1)  # its logits are the last decode's
 

@@ -7,12 +7,11 @@ of the same conversation finds it; a new request may also copy a prefix out of a
 decides which; the engine does the KV operations.
 
 Exactness: llama.cpp's numbers depend on the batch they were computed in. Prompts are read in
-chunks aligned to absolute multiples of PREFILL_CHUNK, at most one chunk per sequence per step.
-With one sequence (`--parallel 1`) only whole chunks are reused (plus images, which are always
-evaluated whole), and that makes a cache hit compute exactly what a miss computes. With several,
-the other sequences' rows in the same batch and the KV cells' placement change the rounding
-anyway, so nothing is exact to keep: reuse goes down to the token, generated tokens included,
-as llama-server's does (see docs/architecture.md).
+chunks aligned to absolute multiples of PREFILL_CHUNK, at most one chunk per sequence per step,
+and only whole chunks are reused (plus images, which are always evaluated whole). With one
+sequence (`--parallel 1`) that makes a cache hit compute exactly what a miss computes; with
+several, the other sequences' rows in the same batch and the KV cells' placement change the
+rounding, so a hit answers like a miss only up to rounding (see docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -28,15 +27,15 @@ PREFILL_CHUNK = 64
 SAVE_MIN_DISCARD = 32  # snapshot a sequence's KV before it is overwritten only when this many tokens would be lost
 
 
-def aligned(n: int, chunk: int = PREFILL_CHUNK) -> int:
-    return n - n % chunk
+def aligned(n: int) -> int:
+    return n - n % PREFILL_CHUNK
 
 
-def boundary(limit: int, media: Sequence[MediaSpan], chunk: int = PREFILL_CHUNK) -> int:
+def boundary(limit: int, media: Sequence[MediaSpan]) -> int:
     """The longest prefix of at most `limit` prompt tokens that a fresh evaluation computes in
-    the same batches: it ends at a multiple of `chunk` outside any image, or at an image's
-    start or end (images are evaluated whole). With `chunk` 1: any token outside an image."""
-    best = aligned(limit, chunk)
+    the same batches: it ends at a multiple of PREFILL_CHUNK outside any image, or at an image's
+    start or end (images are evaluated whole)."""
+    best = aligned(limit)
     for m in media:
         if m.start < best < m.end:
             best = m.start
@@ -88,21 +87,16 @@ class Plan:
     save: bool = False
 
 
-def plan(
-    seqs: Sequence[SeqState], prompt: Sequence[int], media: Sequence[MediaSpan], cache: PromptCache | None,
-    chunk: int = PREFILL_CHUNK,
-) -> Plan:
-    """Choose the idle sequence a prompt runs in and the longest reusable prefix it can start
-    from, ending at a multiple of `chunk` (PREFILL_CHUNK where a hit must compute exactly what a
-    miss does; 1 to reuse down to the token). `seqs` must hold at least one idle sequence. With
-    no cache (`--cache-ram 0`) nothing is reused."""
+def plan(seqs: Sequence[SeqState], prompt: Sequence[int], media: Sequence[MediaSpan], cache: PromptCache | None) -> Plan:
+    """Choose the idle sequence a prompt runs in and the longest exact prefix it can start from.
+    `seqs` must hold at least one idle sequence. With no cache (`--cache-ram 0`) nothing is reused."""
     idle = [s for s in seqs if not s.busy]
     if not idle:
         raise ValueError("no idle sequence")
     last = len(prompt) - 1  # the last prompt token is always evaluated again, for its logits
 
     def exact(n: int) -> int:
-        return boundary(min(n, last), media, chunk)
+        return boundary(min(n, last), media)
 
     if cache is None:
         target = min(idle, key=lambda s: s.used)
@@ -128,11 +122,11 @@ def plan(
     return Plan(target.id, keep, save=save)
 
 
-def lead(prompt: Sequence[int], media: Sequence[MediaSpan], other: Sequence[int], start: int, chunk: int = PREFILL_CHUNK) -> int:
+def lead(prompt: Sequence[int], media: Sequence[MediaSpan], other: Sequence[int], start: int) -> int:
     """How far a prompt can follow another prompt being read now (whose prefix the engine can
     copy instead of computing it twice): the exact boundary of their common prefix, if it goes
     beyond `start`, else 0."""
-    n = boundary(min(common_prefix(prompt, other), len(prompt) - 1), media, chunk)
+    n = boundary(min(common_prefix(prompt, other), len(prompt) - 1), media)
     return n if n > start else 0
 
 
