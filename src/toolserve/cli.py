@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import socket
 import sys
@@ -262,10 +263,15 @@ async def _answer(pipe: Pipeline, history: list[Message], params: SamplingParams
     return "".join(text)
 
 
+def _one_at_a_time(cfg: ModelConfig) -> ModelConfig:
+    """run and chat answer one prompt at a time: one sequence, unless --parallel says otherwise."""
+    return cfg if cfg.parallel else dataclasses.replace(cfg, parallel=1)
+
+
 def _run(args: argparse.Namespace) -> int:
     from toolserve.serving.loader import load_pipeline
 
-    pipe = load_pipeline(_model_config(args))
+    pipe = load_pipeline(_one_at_a_time(_model_config(args)))
     history = [Message("system", args.system)] if args.system else []
     history.append(Message("user", args.prompt))
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed)
@@ -279,7 +285,7 @@ def _run(args: argparse.Namespace) -> int:
 def _chat(args: argparse.Namespace) -> int:
     from toolserve.serving.loader import load_pipeline
 
-    pipe = load_pipeline(_model_config(args))
+    pipe = load_pipeline(_one_at_a_time(_model_config(args)))
     history = [Message("system", args.system)] if args.system else []
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature)
     print(f"toolserve chat with {pipe.model_id}. Empty line or Ctrl-D to quit.", file=sys.stderr)

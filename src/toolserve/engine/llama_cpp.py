@@ -406,6 +406,10 @@ class LlamaCppEngine:
                 self._end(job, error=EngineFailure(f"generation failed: {exc}"))
 
     def _start(self, job: _Job) -> None:
+        params = job.params  # first what may fail (a grammar that does not compile): no sequence is taken yet
+        job.sampler = self._sampler(params, job.prompt)
+        job.constraint = params.constraint() if params.constraint is not None else None
+        job.max_tokens = min(params.max_tokens, self.info.n_ctx - len(job.prompt))
         p = plan(self._seqs, job.prompt, job.media, self.cache)
         seq = self._seqs[p.target]
         if p.save:
@@ -444,10 +448,6 @@ class LlamaCppEngine:
                     until = lead(job.prompt, job.media, other.prompt, reuse)
                     if until > job.lead_until:
                         job.leader, job.lead_until = other, until
-        params = job.params
-        job.sampler = self._sampler(params, job.prompt)
-        job.constraint = params.constraint() if params.constraint is not None else None
-        job.max_tokens = min(params.max_tokens, self.info.n_ctx - len(job.prompt))
         self._running.append(job)
         self.stats.active = len(self._running)
 
