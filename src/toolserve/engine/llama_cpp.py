@@ -442,7 +442,7 @@ class LlamaCppEngine:
                 self.cache.stats.hits += 1
             else:
                 self.cache.stats.misses += 1
-        if self.cache is not None:  # a prefix that another request is reading now is copied, not read twice
+            # a prefix that another request is reading now is copied, not read twice
             for other in self._running:
                 if other.reading and other.leader is None:
                     until = lead(job.prompt, job.media, other.prompt, reuse)
@@ -463,7 +463,7 @@ class LlamaCppEngine:
         if len(seq.tokens) > keep:
             llama_cpp.llama_memory_seq_rm(self._mem, seq.id, position(keep, seq.media), -1)
             del seq.tokens[keep:]
-            seq.media = [m for m in seq.media if m.end <= keep]
+            seq.media = snapshot_media(seq.media, keep)
         seq.usable = min(seq.usable, keep)
 
     def _save(self, seq: SeqState) -> None:

@@ -16,9 +16,9 @@ rounding, so a hit answers like a miss only up to rounding (see docs/architectur
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from toolserve.engine.base import MediaSpan
 from toolserve.engine.prompt_cache import CacheEntry, PromptCache, common_prefix
@@ -132,12 +132,4 @@ def lead(prompt: Sequence[int], media: Sequence[MediaSpan], other: Sequence[int]
 
 def snapshot_media(media: Sequence[MediaSpan], upto: int) -> list[MediaSpan]:
     """The images of a prompt that lie within its first `upto` tokens, without their encoded input."""
-    out: list[MediaSpan] = []
-    for m in media:
-        if m.end <= upto:
-            out.append(MediaSpan(m.start, m.n_tokens, m.n_pos, m.key))
-    return out
-
-
-def describe(p: Plan) -> dict[str, Any]:  # for debug logs
-    return {"target": p.target, "reuse": p.reuse, "source": p.source, "snapshot": p.snapshot is not None, "save": p.save}
+    return [dataclasses.replace(m, handle=None) for m in media if m.end <= upto]
