@@ -66,7 +66,7 @@ class _Chunk:
 class _Llama(llama_cpp.Llama):
     """`Llama` with the settings its constructor has no argument for: llama.cpp's
     `use_extra_bufts` (weight repacking, off with `--no-repack`) in the model parameters, and
-    `overrides` of context parameters (several sequences in one unified KV cache, flash
+    `overrides` of context parameters (several sequences, each in its own KV stream, flash
     attention's automatic choice). `Llama.__init__` builds both parameter structs itself; the
     model's is set when assigned, the context's is reapplied each time it is read, so the last
     read (when the context is created) carries them."""
@@ -198,8 +198,10 @@ class LlamaCppEngine:
         try:
             self._llm = _Llama(
                 repack=repack,  # off where the host check found repacked kernels faulting
-                # one KV cache for every sequence, each of which may fill `n_ctx`
-                overrides={"n_seq_max": parallel, "kv_unified": True, "flash_attn_type": fa},
+                # a KV stream of `n_ctx` cells for each sequence: attention then spans only the
+                # cells of its own sequence (in one unified cache it spans every cell up to the
+                # highest in use, the other sequences' included, masked but computed)
+                overrides={"n_seq_max": parallel, "kv_unified": False, "flash_attn_type": fa},
                 model_path=path,
                 n_ctx=n_ctx * parallel,
                 n_batch=n_batch,
@@ -248,6 +250,9 @@ class LlamaCppEngine:
         self._running: list[_Job] = []  # in the order they were admitted
         self._waiting: list[_Job] = []
         self._started = 0  # admissions so far (orders the sequences' last use)
+        # llama.cpp queues a copy between sequences (between KV streams it copies the whole
+        # stream) until the next decode; a snapshot must not be taken or restored before that
+        self._copies_pending = False
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._worker = threading.Thread(target=self._run, name="toolserve-engine", daemon=True)
         self._worker.start()
@@ -389,6 +394,7 @@ class LlamaCppEngine:
         for job in list(self._running):
             self._end(job, error=error)
         llama_cpp.llama_memory_clear(self._mem, True)
+        self._copies_pending = True  # a decode that failed may have left them queued
         for seq in self._seqs:
             seq.tokens, seq.usable, seq.media, seq.busy = [], 0, [], False
 
@@ -412,6 +418,8 @@ class LlamaCppEngine:
         job.max_tokens = min(params.max_tokens, self.info.n_ctx - len(job.prompt))
         p = plan(self._seqs, job.prompt, job.media, self.cache)
         seq = self._seqs[p.target]
+        if (p.save or p.snapshot is not None) and self._copies_pending:
+            self._flush()
         if p.save:
             self._save(seq)
         reuse = p.reuse
@@ -426,8 +434,7 @@ class LlamaCppEngine:
                 reuse = 0
         elif p.source is not None:
             self._clear(seq)
-            src = self._seqs[p.source]
-            llama_cpp.llama_memory_seq_cp(self._mem, src.id, seq.id, 0, position(reuse, job.media))
+            self._copy(self._seqs[p.source], seq, position(reuse, job.media))
             seq.tokens, seq.usable, seq.media = job.prompt[:reuse], reuse, snapshot_media(job.media, reuse)
         self._trim(seq, reuse)
         self._started += 1
@@ -466,6 +473,26 @@ class LlamaCppEngine:
             seq.media = snapshot_media(seq.media, keep)
         seq.usable = min(seq.usable, keep)
 
+    def _copy(self, src: SeqState, dst: SeqState, end: int) -> None:
+        """Make `dst` hold `src`'s positions before `end`. Between KV streams llama.cpp copies
+        whole streams (and queues the copy until the next decode), so the rest is cut after."""
+        llama_cpp.llama_memory_seq_cp(self._mem, src.id, dst.id, -1, -1)
+        llama_cpp.llama_memory_seq_rm(self._mem, dst.id, end, -1)
+        self._copies_pending = True
+
+    def _flush(self) -> None:
+        """Carry out the queued copies now (only a decode does): decode one throwaway token after
+        the last position of the emptiest sequence, then drop it."""
+        ends = [llama_cpp.llama_memory_seq_pos_max(self._mem, s.id) + 1 for s in self._seqs]
+        seq = min(range(len(ends)), key=ends.__getitem__)
+        batch = self._batch
+        batch.n = 0
+        batch.add((0,), ends[seq], seq, False)
+        try:
+            self._decode()
+        finally:
+            llama_cpp.llama_memory_seq_rm(self._mem, seq, ends[seq], -1)
+
     def _save(self, seq: SeqState) -> None:
         """Snapshot a sequence's reusable prefix before its KV is overwritten."""
         assert self.cache is not None
@@ -478,15 +505,18 @@ class LlamaCppEngine:
         if written:
             self.cache.put(seq.tokens, seq.usable, buf, written, seq.media)
 
-    def _follow(self, job: _Job) -> None:
-        """Copy what the job's leader has read of their shared prefix since the last step."""
+    def _follow(self, job: _Job, final: bool = False) -> None:
+        """Once the job's leader has read their shared prefix (or stops reading, or ends:
+        `final`), copy it."""
         leader = job.leader
         assert leader is not None
         upto = min(leader.seq.usable, job.lead_until)
+        if upto < job.lead_until and leader.reading and not final:
+            return  # one copy at the end: each copy moves a whole KV stream
         if upto > job.at:
-            start, end = position(job.at, job.media), position(upto, job.media)
-            llama_cpp.llama_memory_seq_cp(self._mem, leader.seq.id, job.seq.id, start, end)
-            job.seq.tokens.extend(job.prompt[job.at : upto])
+            end = position(upto, job.media)
+            self._copy(leader.seq, job.seq, end)
+            job.seq.tokens[:] = job.prompt[:upto]
             job.seq.media = snapshot_media(job.media, upto)
             job.seq.usable = upto
             job.gen.cached_tokens += upto - job.at
@@ -501,7 +531,7 @@ class LlamaCppEngine:
         if job in self._running:
             for other in self._running:
                 if other.leader is job:
-                    self._follow(other)
+                    self._follow(other, final=True)
                     other.leader = None
             self._running.remove(job)
             seq = job.seq
@@ -521,8 +551,7 @@ class LlamaCppEngine:
             if job.gen.cancelled:
                 self._end(job, "stop")
         decoding = [j for j in self._running if not j.reading]
-        for job in decoding:
-            job.row = batch.add((job.token,), job.n_past, job.seq.id, True)
+        size = len(decoding)
         reading: list[_Job] = []
         images: list[_Job] = []
         for job in self._running:
@@ -536,17 +565,20 @@ class LlamaCppEngine:
                 images.append(job)
                 continue
             stop = next_stop(job.at, len(job.prompt), job.media)
-            if batch.n + stop - job.at > batch.capacity:
+            if size + stop - job.at > batch.capacity:
                 continue  # the batch is full: next step
-            last = stop == len(job.prompt)
-            job.row = batch.add(job.prompt[job.at : stop], job.n_past, job.seq.id, last)
+            size += stop - job.at
             job.stop = stop
             reading.append(job)
+        # in the order of their sequences: llama.cpp splits a batch over KV streams into
+        # micro-batches of consecutive sequence ids
+        for job in sorted((*decoding, *reading), key=lambda j: j.seq.id):
+            if job.reading:
+                job.row = batch.add(job.prompt[job.at : job.stop], job.n_past, job.seq.id, job.stop == len(job.prompt))
+            else:
+                job.row = batch.add((job.token,), job.n_past, job.seq.id, True)
         if batch.n:
-            batch.struct.n_tokens = batch.n
-            rc = llama_cpp.llama_decode(self._ctx, batch.struct)
-            if rc != 0:
-                raise EngineFailure(f"llama_decode returned {rc}")
+            self._decode()
         for job in decoding:
             job.seq.tokens.append(job.token)
             job.n_past += 1
@@ -561,6 +593,14 @@ class LlamaCppEngine:
         for job in images:
             self._eval_image(job)
 
+    def _decode(self) -> None:
+        batch = self._batch
+        batch.struct.n_tokens = batch.n
+        rc = llama_cpp.llama_decode(self._ctx, batch.struct)
+        self._copies_pending = False  # done before the batch, whatever became of the batch
+        if rc != 0:
+            raise EngineFailure(f"llama_decode returned {rc}")
+
     def _eval_image(self, job: _Job) -> None:
         """Encode an image with the projector and decode its embeddings into the job's sequence
         (in its own decode calls: libmtmd evaluates an image whole)."""
@@ -573,6 +613,7 @@ class LlamaCppEngine:
             rc = mtmd_cpp.mtmd_helper_eval_chunk_single(
                 self._mtmd, self._ctx, image.handle.ptr, job.n_past, job.seq.id, self._n_batch, last, ctypes.byref(new_n_past),
             )
+        self._copies_pending = False  # its decodes carried them out
         if rc != 0:
             self._end(job, error=EngineFailure(f"encoding an image failed (libmtmd error {rc})"))
             return
