@@ -2,8 +2,8 @@
 
 Both servers get the bundled model, the same threads, N sequences (toolserve `--parallel N`,
 llama-server `-np N`) and the same context per sequence (toolserve's `--ctx-size` is per
-sequence; llama-server's `-c` is the whole pool, so it gets ctx * N, with `--kv-unified` and
-`--kv-unified-per-slot ctx` where the build has them). llama-server is built from the llama.cpp
+sequence; llama-server's `-c` is the whole pool, so it gets ctx * N; both keep each sequence in
+a KV stream of its own: no `--kv-unified`). llama-server is built from the llama.cpp
 that the installed llama-cpp-python vendors (bench/llama_server.py; cached after the first run).
 
 Each client sends one streamed chat completion (SSE, httpx), greedy, with a short prompt of its
@@ -242,8 +242,6 @@ def llama_bench(bins: dict[str, Path], model: str, args: argparse.Namespace, pro
     cmd = [str(batched), "-m", model, "-t", str(args.threads), "-tb", str(args.threads),
            "-c", str(args.ctx * args.parallel), "-npp", str(prompt_tokens), "-ntg", str(args.tokens),
            "-npl", ",".join(map(str, npl)), "--output-format", "jsonl"]
-    if llama_server.has_flag(batched, "--kv-unified"):
-        cmd.append("--kv-unified")
     cmd += llama_server.server_flags(batched, model)
     print(f"running {shlex.join(cmd)}", file=sys.stderr, flush=True)
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)

@@ -158,16 +158,11 @@ def server_command(server: Path, model: str, port: int, threads: int, ctx: int, 
                    extra: tuple[str, ...] = ()) -> list[str]:
     """llama-server on 127.0.0.1:`port` with `parallel` slots of `ctx` tokens each.
 
-    llama-server's `-c` is the whole KV pool, shared by the slots, so it gets ctx * parallel.
-    Where the build has them, `--kv-unified` makes that pool one buffer any slot can draw on (its
-    default only when the slot count is automatic) and `--kv-unified-per-slot ctx` caps each slot
-    at `ctx`, as toolserve's `--ctx-size` does per sequence."""
+    llama-server's `-c` is the whole KV pool, so it gets ctx * parallel; with an explicit `-np`
+    each slot has its own KV stream of `ctx` cells (no `--kv-unified`), as toolserve's
+    sequences do."""
     cmd = [str(server), "-m", model, "--host", "127.0.0.1", "--port", str(port), "-t", str(threads),
            "-tb", str(threads), "-c", str(ctx * parallel), "-np", str(parallel)]
-    if parallel > 1 and has_flag(server, "--kv-unified"):
-        cmd.append("--kv-unified")
-        if has_flag(server, "--kv-unified-per-slot"):
-            cmd += ["--kv-unified-per-slot", str(ctx)]
     return [*cmd, *server_flags(server, model), *extra]
 
 
