@@ -27,7 +27,8 @@ IDS = [f"{fmt}-{row.name}" for fmt, row in ROWS]
 
 
 def case_of(row: Row) -> Case:
-    return Case(row.text, row.content, row.reasoning, tuple((n, a, None) for n, a in row.calls), row.thinking_open)
+    calls = tuple((c[0], c[1], c[2] if len(c) > 2 else None) for c in row.calls)
+    return Case(row.text, row.content, row.reasoning, calls, row.thinking_open)
 
 
 def check(fmt: str, row: Row, pieces: list[str]) -> None:

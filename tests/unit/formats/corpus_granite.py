@@ -1,0 +1,52 @@
+"""Conformance corpus for the granite family (Granite 3.x: `<|tool_call|>[{"name": n, "arguments": {...}}]`).
+
+Rows are written here from what the peers' parser suites accept (facts, not their code), in
+toolserve's tools (formats_fixtures.TOOLS). A variant that toolserve could only accept by
+inventing calls from plain text stays an expected non-call, with the reason beside it.
+"""
+
+from __future__ import annotations
+
+from .corpus_rows import Row
+
+FORMAT_ID = "granite"
+VLLM = "vLLM tests/tool_parsers/test_granite_tool_parser.py"
+LLAMA_CPP = "llama.cpp tests/test-chat.cpp (Granite 3.3)"
+OWN = "toolserve's own row"
+
+PARIS = ("get_weather", {"city": "Paris"})
+TIME = ("get_time", {})
+
+ROWS = [
+    Row("tight", '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]', calls=(PARIS,), source=LLAMA_CPP),
+    Row("space_after_marker", '<|tool_call|> [{"name": "get_weather", "arguments": {"city": "Paris"}}]',
+        calls=(PARIS,), source=VLLM),
+    Row("two_calls_on_lines", '<|tool_call|> [\n  {"name": "get_weather", "arguments": {"city": "Paris"}},\n'
+        '  {"name": "get_time", "arguments": {}}\n]', calls=(PARIS, TIME), source=VLLM),
+    Row("empty_arguments", '<|tool_call|> [{"name": "get_time", "arguments": {}}]', calls=(TIME,), source=VLLM),
+    Row("every_json_type_pretty_printed", '<|tool_call|> [{\n  "name": "record",\n  "arguments": {\n    "s": "hello",\n'
+        '    "i": 42,\n    "f": 3.14,\n    "b": true,\n    "n": null,\n    "a": ["a", "b", "c"],\n    "o": {"nested": "value"}\n  }\n}]',
+        calls=(("record", {"s": "hello", "i": 42, "f": 3.14, "b": True, "n": None, "a": ["a", "b", "c"],
+                           "o": {"nested": "value"}}),), source=VLLM),
+    Row("escaped_strings", '<|tool_call|> [{"name": "record", "arguments": {"s": "He said \\"hello\\"", '
+        '"o": {"path": "C:\\\\Users\\\\file.txt", "newline": "line1\\nline2", "unicode": "emoji: 🎉"}}}]',
+        calls=(("record", {"s": 'He said "hello"', "o": {"path": "C:\\Users\\file.txt", "newline": "line1\nline2",
+                                                          "unicode": "emoji: 🎉"}}),), source=VLLM),
+    # vLLM xfails its own parser on this one (surrounding text); toolserve keeps both texts as content
+    Row("text_before_and_after", 'Let me check the weather for you.\n<|tool_call|> [{"name": "get_weather", "arguments": '
+        '{"city": "Paris"}}]\nI\'ll get that information.',
+        content="Let me check the weather for you.\nI'll get that information.", calls=(PARIS,), source=VLLM),
+    Row("no_call", "This is a regular response without any tool calls.",
+        content="This is a regular response without any tool calls.", source=VLLM),
+    Row("plain_answer", "Hello, world!\nWhat's up?", content="Hello, world!\nWhat's up?", source=LLAMA_CPP),
+    # bare JSON with no marker could be prose quoting JSON: content (vLLM: no call either)
+    Row("bare_list_without_marker", 'Some text [{"name": "get_weather"}]', content='Some text [{"name": "get_weather"}]',
+        source=VLLM),
+    Row("end_of_text_after", '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]<|end_of_text|>',
+        calls=(PARIS,), source=OWN),
+    # granite has no reasoning markers in toolserve: `<think>` and the `<response>` wrapper are the
+    # model's text, as llama.cpp returns them with no reasoning format
+    Row("think_and_response_wrapper_kept",
+        "<think>I'm\nthinking</think><response>Hello, world!\nWhat's up?</response>",
+        content="<think>I'm\nthinking</think><response>Hello, world!\nWhat's up?</response>", source=LLAMA_CPP),
+]
