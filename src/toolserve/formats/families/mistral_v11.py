@@ -1,7 +1,8 @@
 """Mistral v11+ tokenizer (Magistral, Devstral, Small 3.2): `[TOOL_CALLS]n[ARGS]{...}`, repeated.
 
-Also reads the short-lived `[TOOL_CALLS]n[CALL_ID]id[ARGS]{...}` spelling; reasoning is
-`[THINK]...[/THINK]`.
+Also reads the short-lived `[TOOL_CALLS]n[CALL_ID]id[ARGS]{...}` spelling, and `[ARGS]` left
+out (`[TOOL_CALLS]n{...}`, as vLLM reads it): `[TOOL_CALLS]` is a special token, never prose,
+and a name holds no `{`. Reasoning is `[THINK]...[/THINK]`.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Sink, Trigger, call_arguments, tool_dicts
+from ..base import FAIL, Format, Grammar, Sink, Trigger, call_arguments, tool_dicts
 from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps
 
@@ -19,8 +20,22 @@ def _header(text: str) -> tuple[str, str | None]:
     return name.strip(), call_id.strip() or None
 
 
+class _Body(NamedJsonBody):
+    def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
+        if self.st == "header":  # `[ARGS]` left out: the arguments object follows the name
+            brace = buf.find("{", pos, pos + self.max_header)
+            args = buf.find(self.delim, pos, pos + self.max_header + len(self.delim))
+            if brace >= 0 and (args < 0 or brace < args):
+                name, call_id = _header(buf[pos:brace])
+                if "[" in name or not self.sink.allowed(name):
+                    return pos, FAIL
+                self.name, self.call_id, self.st = name, call_id, "open"
+                pos = brace
+        return super().advance(buf, pos, final)
+
+
 def _body(sink: Sink) -> NamedJsonBody:
-    return NamedJsonBody(sink, "[ARGS]", _header)
+    return _Body(sink, "[ARGS]", _header)
 
 
 class MistralV11(Format):
