@@ -36,6 +36,25 @@ ROWS = [
     Row("text_before_and_after", 'Let me check the weather for you.\n<|tool_call|> [{"name": "get_weather", "arguments": '
         '{"city": "Paris"}}]\nI\'ll get that information.',
         content="Let me check the weather for you.\nI'll get that information.", calls=(PARIS,), source=VLLM),
+    # Granite 3.1's marker written as text; vLLM reads it as `<|tool_call|>`
+    Row("string_marker", '<tool_call> [{"name": "get_weather", "arguments": {"city": "Paris"}}]', calls=(PARIS,), source=VLLM),
+    Row("string_marker_pretty_printed", '<tool_call> [{\n  "name": "record",\n  "arguments": {\n    "s": "hello",\n'
+        '    "a": [],\n    "o": {}\n  }\n}]', calls=(("record", {"s": "hello", "a": [], "o": {}}),), source=VLLM),
+    # the text marker alone, or before what is no call of a known tool, stays the model's text
+    Row("string_marker_in_prose", "Write <tool_call> to call a tool.", content="Write <tool_call> to call a tool.", source=OWN),
+    Row("string_marker_unknown_tool", '<tool_call> [{"name": "nope", "arguments": {}}]',
+        content='<tool_call> [{"name": "nope", "arguments": {}}]', source=OWN),
+    # vLLM lists a lone object after the marker as malformed; `<|tool_call|>` is a special token,
+    # never prose, and what follows is one call
+    Row("object_not_in_list", '<|tool_call|> {"name": "get_time", "arguments": {}}', calls=(TIME,), source=VLLM),
+    # cut inside its arguments: the call stays, closed with what parsed (no key or value added;
+    # llama.cpp returns the partial key as arguments text)
+    Row("cut_inside_arguments", '<|tool_call|> [{"name": "get_weather", "arguments": {', calls=(("get_weather", {}),),
+        source=VLLM),
+    Row("cut_inside_argument_key", '<|tool_call|>[{"name": "get_weather", "arguments": {"ci',
+        calls=(("get_weather", {}),), source=LLAMA_CPP),
+    Row("arguments_not_an_object_without_marker", '[{"name": "get_weather", "arguments": "not a dict"}]',
+        content='[{"name": "get_weather", "arguments": "not a dict"}]', source=VLLM),
     Row("no_call", "This is a regular response without any tool calls.",
         content="This is a regular response without any tool calls.", source=VLLM),
     Row("plain_answer", "Hello, world!\nWhat's up?", content="Hello, world!\nWhat's up?", source=LLAMA_CPP),

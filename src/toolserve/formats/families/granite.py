@@ -1,4 +1,8 @@
-"""Granite 3.x: `<|tool_call|>[{"name": n, "arguments": {...}}]`."""
+"""Granite 3.x: `<|tool_call|>[{"name": n, "arguments": {...}}]`.
+
+Granite 3.1 may write the marker as the text `<tool_call>` (vLLM reads both); a JSON list of
+calls must follow it, as after `<|tool_call|>`.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,8 @@ from ..jsonstream import dumps
 
 class Granite(Format):
     FORMAT_ID = "granite"
-    GRAMMAR = Grammar(triggers=(Trigger("<|tool_call|>", JsonCallsBody),), drop=("<|end_of_text|>",))
+    GRAMMAR = Grammar(triggers=(Trigger("<|tool_call|>", JsonCallsBody), Trigger("<tool_call>", JsonCallsBody)),
+                      drop=("<|end_of_text|>",))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         return (
