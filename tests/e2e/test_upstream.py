@@ -327,6 +327,31 @@ def test_raw_response_format_json_schema(raw_json: Server) -> None:
     jsonschema.validate(json.loads(m["content"]), schema)
 
 
+def test_raw_mode_returns_the_upstream_text_on_request(raw_json: Server) -> None:
+    """`toolserve.raw` in raw mode: the text the upstream completed, before our parser read it."""
+    body = {"model": "raw-json", "messages": ASK, "tools": [WEATHER], "tool_choice": "required", "temperature": 0,
+            "max_tokens": 120, "toolserve": {"raw": True}}
+    whole = httpx.post(f"{raw_json.url}/v1/chat/completions", json=body, timeout=120).json()
+    block = whole["toolserve"]
+    assert block["tool_format"] == "generic_json"
+    raw = json.loads(block["choices"][0]["raw_text"])  # generic_json: the whole answer is JSON (the upstream's guided output)
+    call = whole["choices"][0]["message"]["tool_calls"][0]["function"]
+    assert call["name"] == "get_weather" and '"get_weather"' in block["choices"][0]["raw_text"]
+    last = sse_events(f"{raw_json.url}/v1/chat/completions", body)[-1]
+    assert last["choices"] == [] and json.loads(last["toolserve"]["choices"][0]["raw_text"]) == raw
+
+
+def test_passthrough_refuses_raw(passthrough: Server) -> None:
+    """A passthrough upstream parses its own output: toolserve never sees the raw text to give."""
+    for stream in (False, True):
+        r = httpx.post(f"{passthrough.url}/v1/chat/completions",
+                       json={"model": "front", "messages": HI, "max_tokens": 2, "stream": stream, "toolserve": {"raw": True}}, timeout=60)
+        assert r.status_code == 400 and error_of(r)["param"] == "toolserve.raw" and error_of(r)["code"] == "unsupported"
+    ok = httpx.post(f"{passthrough.url}/v1/chat/completions",
+                    json={"model": "front", "messages": HI, "max_tokens": 2, "toolserve": {"raw": False}}, timeout=60)
+    assert ok.status_code == 200 and "toolserve" not in ok.json()
+
+
 def test_raw_with_llama_cpp_server(llama_raw: Server) -> None:
     c = client_of(llama_raw)
     whole = c.chat.completions.create(model="raw-llama", messages=HI, max_tokens=20, temperature=0)

@@ -15,6 +15,7 @@ from toolserve.api.deps import RegistryDep, log_prompt
 from toolserve.api.forward import forward
 from toolserve.api.schemas import ChatCompletionRequest
 from toolserve.api.streaming import sse_response, unless_disconnected
+from toolserve.errors import Unsupported
 from toolserve.serving.conversation import Conversation, start_conversation
 from toolserve.types import ContentDelta, Delta, ReasoningDelta, TokenLogprob, ToolCallStart, Usage
 from toolserve.upstream.passthrough import Passthrough
@@ -114,6 +115,16 @@ class ChatRun:
             out["usage"] = usage_json(usage)
         return out
 
+    @property
+    def wants_raw(self) -> bool:
+        return bool(self.req.toolserve and self.req.toolserve.raw)
+
+    def toolserve_block(self, raw: dict[int, str | None]) -> dict[str, Any]:
+        """`toolserve` of the response (asked for with `"toolserve": {"raw": true}`): each
+        choice's generated text as the model wrote it, and the format that parsed it."""
+        choices = [{"index": i, "raw_text": raw.get(i)} for i in range(self.req.n)]
+        return {"tool_format": self.conv.tool_format, "choices": choices}
+
     def _logprobs(self, lps: list[TokenLogprob]) -> dict[str, Any] | None:
         if not self.req.logprobs:
             return None
@@ -121,6 +132,7 @@ class ChatRun:
 
     async def stream(self) -> AsyncIterator[dict[str, Any]]:
         total: Usage | None = None
+        raw: dict[int, str | None] = {}
         include_usage = bool(self.req.stream_options and self.req.stream_options.include_usage)
         for i in range(self.req.n):
             role = {"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
@@ -128,23 +140,30 @@ class ChatRun:
             async for step in self.conv.choice(i):
                 if step.finish is not None:
                     total = add_usage(total, prompt_once(step.finish.usage, i))
+                    raw[i] = step.finish.raw_text
                     yield self.chunk([{"index": i, "delta": {}, "logprobs": None, "finish_reason": step.finish.finish_reason}])
                     continue
                 logprobs = self._logprobs(step.logprobs)
                 for d in step.deltas or [ContentDelta("")]:
                     yield self.chunk([{"index": i, "delta": delta_json(d), "logprobs": logprobs, "finish_reason": None}])
                     logprobs = {"content": []} if self.req.logprobs else None
-        if include_usage and total is not None:
-            yield self.chunk([], total)
+        last = self.chunk([], total) if include_usage and total is not None else None
+        if self.wants_raw:  # on the last chunk: the usage chunk when there is one
+            last = last or self.chunk([])
+            last["toolserve"] = self.toolserve_block(raw)
+        if last is not None:
+            yield last
 
     async def complete(self) -> dict[str, Any]:
         choices = []
         total: Usage | None = None
+        raw: dict[int, str | None] = {}
         for i in range(self.req.n):
             message, lps, finish = Message(), [], "stop"
             async for step in self.conv.choice(i):
                 if step.finish is not None:
                     total, finish = add_usage(total, prompt_once(step.finish.usage, i)), step.finish.finish_reason
+                    raw[i] = step.finish.raw_text
                 for d in step.deltas:
                     message.add(d)
                 lps.extend(step.logprobs)
@@ -152,6 +171,8 @@ class ChatRun:
             choices.append({"index": i, "message": message.json(), "logprobs": logprobs, "finish_reason": finish})
         body = self.chunk(choices, total)
         body["object"] = "chat.completion"
+        if self.wants_raw:
+            body["toolserve"] = self.toolserve_block(raw)
         return body
 
 
@@ -159,6 +180,12 @@ class ChatRun:
 async def chat_completions(req: ChatCompletionRequest, request: Request, registry: RegistryDep) -> Response:
     model = registry.resolve(req.model)
     if isinstance(model, Passthrough):  # the upstream's own chat endpoint, the client's body, deltas repaired
+        if req.toolserve and req.toolserve.raw:
+            raise Unsupported(
+                f"'toolserve.raw' needs a model whose output toolserve reads; '{model.model_id}' is a passthrough "
+                "upstream, whose server parses its own output (serve it with --upstream-mode raw).",
+                param="toolserve.raw",
+            )
         return await forward(request, model, "/v1/chat/completions", req)
     conv = await start_conversation(registry, convert.chat_request(req))
     if conv.prompt_text is not None:

@@ -19,6 +19,7 @@ async def forward(request: Request, model: Forwarding, path: str, req: ChatCompl
     wrote it, so fields toolserve does not know (an upstream's extensions) still arrive."""
     convert.check_request_caps(req, model.limits)
     body = await request.json()
+    body.pop("toolserve", None)  # toolserve's own options (api/schemas.ToolserveOptions) are not the upstream's
     ticket = model.admit()
     if not req.stream:
         try:

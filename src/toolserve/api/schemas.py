@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 from pydantic_core import PydanticCustomError
 
 SURROGATE_ERROR = "unpaired_surrogate"
@@ -127,6 +127,14 @@ class ResponseFormat(_Model):
     json_schema: dict[str, Any] | None = None
 
 
+class ToolserveOptions(BaseModel):
+    """toolserve's own request extension, `"toolserve": {...}` (README: "Raw output").
+    Unknown keys are errors: a misspelt option would otherwise do nothing, silently."""
+
+    model_config = ConfigDict(extra="forbid")
+    raw: StrictBool = False  # the exact generated text of each choice, in the response's `toolserve` block
+
+
 class _Sampling(_Request):
     model: str | None = None
     max_tokens: int | None = Field(default=None, ge=1)
@@ -158,6 +166,7 @@ class ChatCompletionRequest(_Sampling):
     parallel_tool_calls: bool = True
     include_reasoning: bool = True
     chat_template_kwargs: dict[str, Any] | None = None
+    toolserve: ToolserveOptions | None = None
 
 
 PromptInput = (

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from toolserve.errors import InvalidRequest, ToolserveError, Unsupported
+from toolserve.formats.base import Format
 from toolserve.serving.chat import ChatOptions, OutputShaper
 from toolserve.serving.pipeline import EncodedImage, Finish, Limits, Piece, Pipeline, Ticket, choice_params
 from toolserve.serving.registry import LocalModel, ModelRegistry
@@ -177,6 +178,8 @@ class Conversation:
                 self.prompt_text = self._remote.prompt_text
         self.model_id = str(model.model_id)
         self.fingerprint = model.fingerprint
+        fmt = getattr(model, "fmt", None)  # a local model or a raw upstream parses in a format; passthrough has none
+        self.tool_format: str | None = fmt.FORMAT_ID if isinstance(fmt, Format) else None
         self.ticket = model.admit()  # last: a refused or invalid request holds no place
 
     def _prepare_local(self, pipe: Pipeline, prompt_text: str, images: Sequence[EncodedImage]) -> None:

@@ -49,6 +49,9 @@ class Finish:
     ttft: float | None = None  # seconds from submission to the first token
     decode_time: float = 0.0  # seconds from the first token to the last
     stop_sequence: str | None = None  # the request's stop string that ended it, if one did
+    # everything the model generated, as text: special tokens, a stop string and the
+    # end-of-generation token included (None where the text is not seen: a passthrough upstream)
+    raw_text: str | None = None
 
 
 @dataclass(frozen=True)
@@ -234,9 +237,11 @@ class Pipeline:
         utf8 = Utf8Stream()
         stopper = StopMatcher(stops)
         pending: list[TokenLogprob] = []
+        raw: list[str] = []  # what the model wrote, before stop strings cut it
         produced = 0
         first = last = None
         finish = None
+        eog = ""
 
         self._active.add(gen)
         try:
@@ -244,20 +249,25 @@ class Pipeline:
                 last = loop.time()
                 first = first if first is not None else last
                 if event.is_eog:
+                    eog = event.piece.decode("utf-8", "replace")  # its own bytes: never joined to a split character
                     finish = "stop"
                     break
                 produced += 1
                 if event.logprob is not None:
                     pending.append(event.logprob)
-                text = stopper.feed(utf8.feed(event.piece))
+                decoded = utf8.feed(event.piece)
+                raw.append(decoded)
+                text = stopper.feed(decoded)
                 if text:
                     yield Piece(text, pending)
                     pending = []
                 if stopper.stopped:
                     finish = "stop"
                     break
+            flushed = utf8.flush()
+            raw.append(flushed)
             if not stopper.stopped:
-                tail = stopper.feed(utf8.flush())
+                tail = stopper.feed(flushed)
                 tail += "" if stopper.stopped else stopper.flush()
                 if tail or pending:
                     yield Piece(tail, pending)
@@ -271,7 +281,7 @@ class Pipeline:
         usage = Usage(gen.prompt_tokens, produced, gen.cached_tokens)
         done = Finish(
             finish, usage, None if first is None else first - started, 0.0 if first is None else (last or first) - first,
-            stopper.matched,
+            stopper.matched, "".join(raw) + eog,
         )
         for observe in self.observers:
             observe(done)

@@ -166,6 +166,7 @@ class RawUpstream(Forwarding):
         finish: str | None = None
         usage = None
         pieces = 0
+        raw: list[str] = []  # the text as the upstream sent it (the upstream cut the stop strings)
         try:
             async for chunk in self.client.sse(resp):
                 if chunk.get("usage"):
@@ -178,6 +179,7 @@ class RawUpstream(Forwarding):
                         last = loop.time()
                         first = first if first is not None else last
                         pieces += 1
+                        raw.append(text)
                         yield Piece(text)
                     if c.get("finish_reason"):
                         finish = str(c["finish_reason"])
@@ -187,6 +189,9 @@ class RawUpstream(Forwarding):
             raise UpstreamError("The upstream server ended its answer without finishing it (no finish_reason).")
         if usage is None:  # no usage chunk (llama-cpp-python): one piece per token there
             usage = Usage(0, pieces)
-        done = Finish(finish or "stop", usage, None if first is None else first - started, 0.0 if first is None else (last or first) - first)
+        done = Finish(
+            finish or "stop", usage, None if first is None else first - started,
+            0.0 if first is None else (last or first) - first, raw_text="".join(raw),
+        )
         self.observe(done)
         yield done
