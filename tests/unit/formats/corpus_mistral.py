@@ -15,6 +15,7 @@ FORMAT_ID = "mistral"
 V11 = "mistral_v11"
 VLLM = "vLLM tests/tool_parsers/test_mistral_tool_parser.py"
 LLAMA_CPP = "llama.cpp tests/test-chat.cpp (Mistral Nemo)"
+SGLANG = "SGLang test/registered/unit/function_call/test_mistral_detector.py"
 OWN = "toolserve's own row"
 
 PARIS = ("get_weather", {"city": "Paris"})
@@ -46,6 +47,16 @@ ROWS = [
     Row("id_before_arguments", '[TOOL_CALLS][{"name": "get_time", "id": "abc123def", "arguments": {}}]',
         calls=(("get_time", {}, "abc123def"),), source=OWN),
     Row("no_call", "This is a test", content="This is a test", source=VLLM),
+    Row("two_tools_one_list", '[TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+        '{"name": "brave_search", "arguments": {"query": "restaurants"}}]',
+        calls=(PARIS, ("brave_search", {"query": "restaurants"})), source=SGLANG),
+    Row("content_before_spaced", 'I will check. [TOOL_CALLS] [{"name": "get_weather", "arguments": {"city": "Paris"}}]',
+        content="I will check.", calls=(PARIS,), source=SGLANG),
+    Row("nested_object_and_list_arguments", '[TOOL_CALLS] [{"name": "record", "arguments": {"s": "x", '
+        '"o": {"detailed": true}, "a": ["a", "b"]}}]',
+        calls=(("record", {"s": "x", "o": {"detailed": True}, "a": ["a", "b"]}),), source=SGLANG),
+    # SGLang drops a list that is no JSON; toolserve never drops the model's text
+    Row("list_not_json", "[TOOL_CALLS] [not valid json]", content="[TOOL_CALLS] [not valid json]", source=SGLANG),
     Row("content_before", 'Let me check.[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris"}}]',
         content="Let me check.", calls=(PARIS,), source=OWN),
     # issue 16's Mistral miss: text the model writes after its calls is content, never dropped
@@ -83,6 +94,9 @@ ROWS = [
         source=VLLM, fmt=V11),
     Row("v11_call_id", '[TOOL_CALLS]get_weather[CALL_ID]abc123def[ARGS]{"city": "Paris"}',
         calls=(("get_weather", {"city": "Paris"}, "abc123def"),), source=OWN, fmt=V11),
+    Row("v11_content_before_spaced", 'Let me help. [TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}', content="Let me help.",
+        calls=(PARIS,), source=SGLANG, fmt=V11),
+    Row("v11_no_call_sglang", "The weather is nice today.", content="The weather is nice today.", source=SGLANG, fmt=V11),
     Row("v11_no_call", "This is a test", content="This is a test", source=VLLM, fmt=V11),
     # issue 16's Mistral miss, v11 spelling
     Row("v11_text_after_calls", '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"} I asked for the weather.',
