@@ -108,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-image-pixels", type=int, default=env_default("max_image_pixels", ImagePolicy.max_pixels), help="largest image (width x height) accepted")
     _upstream_flags(serve)
     serve.add_argument("--log-prompts", action="store_true", default=env_default("log_prompts", False), help="log each rendered prompt (off: logs never hold prompt text)")
+    serve.add_argument("--no-web", action="store_true", default=env_default("no_web", False), help="do not serve the chat page at /")
     serve.add_argument("--max-body-mb", type=int, default=env_default("max_body_mb", ServerConfig.max_body_mb), help="largest request body accepted")
     chat = sub.add_parser("chat", help="chat with the model in the terminal")
     _model_flags(chat)
@@ -167,7 +168,7 @@ def _serve(args: argparse.Namespace) -> int:
         loopback_only=is_loopback(args.host),
     )
     origins = [o.strip() for o in (args.cors_origins or "").split(",") if o.strip()]
-    app = create_app(registry, guard, origins, log_prompts=args.log_prompts)
+    app = create_app(registry, guard, origins, log_prompts=args.log_prompts, web=not args.no_web)
     grace = args.shutdown_grace
     # uvicorn waits for open connections up to its own timeout; ours aborts generations first,
     # so every stream still gets a final error event before the connection closes
@@ -182,7 +183,10 @@ def _serve(args: argparse.Namespace) -> int:
             getattr(self, "_captured_signals", []).clear()
 
     names = ", ".join(registry.ids()) or "the upstream's model"
-    print(f"toolserve: serving {names} on http://{args.host}:{args.port}/v1", file=sys.stderr, flush=True)
+    root = f"http://{f'[{args.host}]' if ':' in args.host else args.host}:{args.port}"
+    print(f"toolserve: serving {names} on {root}/v1", file=sys.stderr, flush=True)
+    if not args.no_web:
+        print(f"toolserve: chat page at {root}/", file=sys.stderr, flush=True)
     try:
         Server(config).run(sockets=[sock])
     finally:

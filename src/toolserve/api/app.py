@@ -14,6 +14,7 @@ from toolserve.api.errors import install_error_handlers
 from toolserve.api.guard import Guard, GuardSettings
 from toolserve.api.metrics import Metrics
 from toolserve.api.responses_store import ResponseStore
+from toolserve.api.web import web_router
 from toolserve.serving.pipeline import Pipeline
 from toolserve.serving.registry import ModelRegistry
 
@@ -26,10 +27,11 @@ def create_app(
     cors_origins: Sequence[str] | None = None,
     *,
     log_prompts: bool = False,
+    web: bool = True,
 ) -> FastAPI:
     """Build the HTTP app around a loaded pipeline, or a registry of models (no globals: tests
     pass their own). The registry's background work (upstream health, idle unloading) runs
-    for the app's lifetime."""
+    for the app's lifetime. `web`: the chat page at / (api/web.py)."""
     registry = models if isinstance(models, ModelRegistry) else ModelRegistry.single(models)
 
     @asynccontextmanager
@@ -48,6 +50,8 @@ def create_app(
     install_error_handlers(app)
     for module in (chat, completions, responses, anthropic, misc, metrics):
         app.include_router(module.router)
+    if web:
+        app.include_router(web_router())
     if cors_origins:
         app.add_middleware(
             CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["*"], allow_headers=["*"]
