@@ -613,10 +613,10 @@ class LlamaCppEngine:
             rc = mtmd_cpp.mtmd_helper_eval_chunk_single(
                 self._mtmd, self._ctx, image.handle.ptr, job.n_past, job.seq.id, self._n_batch, last, ctypes.byref(new_n_past),
             )
-        self._copies_pending = False  # its decodes carried them out
         if rc != 0:
             self._end(job, error=EngineFailure(f"encoding an image failed (libmtmd error {rc})"))
             return
+        self._copies_pending = False  # its decodes carried them out
         job.seq.tokens.extend(job.prompt[image.start : image.end])
         job.seq.media.append(dataclasses.replace(image, handle=None))
         job.at, job.n_past = image.end, new_n_past.value
