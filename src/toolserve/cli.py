@@ -28,7 +28,7 @@ from toolserve.config import (
 )
 from toolserve.errors import ToolserveError
 from toolserve.serving.media import ImagePolicy
-from toolserve.serving.pipeline import Finish, Limits, Pipeline
+from toolserve.serving.pipeline import SAMPLING_DEFAULTS, Finish, Limits, Pipeline
 from toolserve.types import Message, SamplingParams
 
 if TYPE_CHECKING:
@@ -92,9 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--api-key", default=env_default("api_key", ServerConfig.api_key), help="require 'Authorization: Bearer KEY' (or 'x-api-key: KEY') on /v1 routes")
     serve.add_argument("--model-map", metavar="PATTERN=ID", action="append", default=[m for m in [env_default("model_map", None)] if m], help="serve requests for model names matching PATTERN (fnmatch, e.g. 'claude-*') with model ID; repeatable")
     serve.add_argument("--cors-origins", default=env_default("cors_origins", ServerConfig.cors_origins), help="comma-separated allowed browser origins (default: localhost pages only)")
-    for name, what in (("temperature", "temperature"), ("top_p", "top_p"), ("top_k", "top_k"), ("min_p", "min_p")):
+    for name in SAMPLING_DEFAULTS:
         kind = int if name == "top_k" else float
-        serve.add_argument("--" + name.replace("_", "-"), type=kind, default=env_default(name, None), help=f"{what} for requests that send none (default: the protocol's own, 1.0 / off)")
+        serve.add_argument("--" + name.replace("_", "-"), type=kind, default=env_default(name, None), help=f"{name} for requests that send none (default: the protocol's own, 1.0 / off)")
     serve.add_argument("--max-queue", type=int, default=env_default("max_queue", Limits.max_queue), help="requests that may wait behind the running one; more get 429")
     serve.add_argument("--request-timeout", type=float, default=env_default("request_timeout", 0.0), help="seconds a request may take in all (0: no limit)")
     serve.add_argument("--shutdown-grace", type=float, default=env_default("shutdown_grace", ServerConfig.shutdown_grace), help="seconds in-flight requests get to finish on SIGTERM/SIGINT")
@@ -152,7 +152,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_queue=args.max_queue,
         request_timeout=args.request_timeout or None,
         **{cap: getattr(args, cap) for cap in CAPS},
-        sampling_defaults={k: getattr(args, k) for k in ("temperature", "top_p", "top_k", "min_p") if getattr(args, k) is not None},
+        sampling_defaults={k: getattr(args, k) for k in SAMPLING_DEFAULTS if getattr(args, k) is not None},
         images=ImagePolicy(
             allow_urls=args.allow_image_urls,
             allow_private_urls=args.allow_private_urls,

@@ -9,8 +9,8 @@ from toolserve.api.schemas import ChatCompletionRequest, ChatMessage, Completion
 from toolserve.errors import InvalidRequest, Unsupported
 from toolserve.formats.template import MEDIA_MARKER
 from toolserve.serving.chat import ChatOptions
-from toolserve.serving.conversation import SAMPLING_DEFAULTS, ChatRequest, ImageRef, check_counts
-from toolserve.serving.pipeline import Limits
+from toolserve.serving.conversation import ChatRequest, ImageRef, check_counts
+from toolserve.serving.pipeline import SAMPLING_DEFAULTS, Limits
 from toolserve.types import Message, SamplingParams, ToolCall, ToolSpec
 
 UNKNOWN_VOCAB = 2**31  # the model's vocabulary is checked later, by the model (or its upstream)

@@ -21,7 +21,8 @@ from toolserve.api.schemas import _Request
 from toolserve.errors import InvalidRequest, Unsupported
 from toolserve.formats.template import MEDIA_MARKER
 from toolserve.serving.chat import ChatOptions
-from toolserve.serving.conversation import SAMPLING_DEFAULTS, ChatRequest, ImageRef, ResponseSchema
+from toolserve.serving.conversation import ChatRequest, ImageRef, ResponseSchema
+from toolserve.serving.pipeline import SAMPLING_DEFAULTS
 from toolserve.types import Message, SamplingParams, ToolCall, ToolSpec
 
 log = logging.getLogger(__name__)

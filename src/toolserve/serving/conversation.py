@@ -50,9 +50,6 @@ class ChatRequest:
     sampling_set: frozenset[str] = frozenset()
 
 
-SAMPLING_DEFAULTS = ("temperature", "top_p", "top_k", "min_p")  # what `serve` may set defaults for
-
-
 def with_defaults(req: ChatRequest, limits: Limits) -> ChatRequest:
     """The server's sampling defaults (`serve --temperature ...`) for the fields the client left out."""
     fill = {k: v for k, v in limits.sampling_defaults.items() if k not in req.sampling_set}

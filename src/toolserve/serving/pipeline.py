@@ -54,6 +54,9 @@ class Finish:
     raw_text: str | None = None
 
 
+SAMPLING_DEFAULTS = ("temperature", "top_p", "top_k", "min_p")  # what `serve` may set defaults for (Limits.sampling_defaults)
+
+
 @dataclass(frozen=True)
 class Limits:
     """Named caps of the serving pipeline (CLI flags of `toolserve serve`)."""
