@@ -115,10 +115,6 @@ class ChatRun:
             out["usage"] = usage_json(usage)
         return out
 
-    @property
-    def wants_raw(self) -> bool:
-        return bool(self.req.toolserve and self.req.toolserve.raw)
-
     def toolserve_block(self, raw: dict[int, str | None]) -> dict[str, Any]:
         """`toolserve` of the response (asked for with `"toolserve": {"raw": true}`): each
         choice's generated text as the model wrote it, and the format that parsed it."""
@@ -148,7 +144,7 @@ class ChatRun:
                     yield self.chunk([{"index": i, "delta": delta_json(d), "logprobs": logprobs, "finish_reason": None}])
                     logprobs = {"content": []} if self.req.logprobs else None
         last = self.chunk([], total) if include_usage and total is not None else None
-        if self.wants_raw:  # on the last chunk: the usage chunk when there is one
+        if self.req.wants_raw:  # on the last chunk: the usage chunk when there is one
             last = last or self.chunk([])
             last["toolserve"] = self.toolserve_block(raw)
         if last is not None:
@@ -171,7 +167,7 @@ class ChatRun:
             choices.append({"index": i, "message": message.json(), "logprobs": logprobs, "finish_reason": finish})
         body = self.chunk(choices, total)
         body["object"] = "chat.completion"
-        if self.wants_raw:
+        if self.req.wants_raw:
             body["toolserve"] = self.toolserve_block(raw)
         return body
 
@@ -180,7 +176,7 @@ class ChatRun:
 async def chat_completions(req: ChatCompletionRequest, request: Request, registry: RegistryDep) -> Response:
     model = registry.resolve(req.model)
     if isinstance(model, Passthrough):  # the upstream's own chat endpoint, the client's body, deltas repaired
-        if req.toolserve and req.toolserve.raw:
+        if req.wants_raw:
             raise Unsupported(
                 f"'toolserve.raw' needs a model whose output toolserve reads; '{model.model_id}' is a passthrough "
                 "upstream, whose server parses its own output (serve it with --upstream-mode raw).",

@@ -168,6 +168,11 @@ class ChatCompletionRequest(_Sampling):
     chat_template_kwargs: dict[str, Any] | None = None
     toolserve: ToolserveOptions | None = None
 
+    @property
+    def wants_raw(self) -> bool:
+        """`"toolserve": {"raw": true}`: the response carries each choice's generated text."""
+        return bool(self.toolserve and self.toolserve.raw)
+
 
 PromptInput = (
     str
