@@ -28,6 +28,14 @@ class ModelInfo:
 
 
 @dataclass(frozen=True)
+class Lora:
+    """A LoRA adapter GGUF applied at `scale` (llama.cpp's adapter API; 0 leaves it out)."""
+
+    path: str
+    scale: float = 1.0
+
+
+@dataclass(frozen=True)
 class MediaSpan:
     """An image inside a prompt. The prompt's token list holds `n_tokens` copies of `key` (a
     negative id derived from the image's digest) from `start` on, so that prefix matching,
@@ -152,9 +160,9 @@ class Engine(Protocol):
         `start` the caller sets). Only for engines with `info.vision`; may be slow (resizing)."""
         ...
 
-    def submit(self, prompt: Sequence[int], params: SamplingParams, media: Sequence[MediaSpan] = ()) -> Generation:
+    def submit(self, prompt: Sequence[int], params: SamplingParams, media: Sequence[MediaSpan] = (), adapter: int = 0) -> Generation:
         """Queue a generation; must be called from the event loop thread. `media` are the
-        images in `prompt`, in order."""
+        images in `prompt`, in order; `adapter` the index of the LoRA adapter set it runs under."""
         ...
 
     def close(self) -> None: ...
