@@ -8,7 +8,7 @@ import dataclasses
 import logging
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,8 @@ from toolserve.config import (
     env_default,
     field_names,
     load_models_config,
+    parse_lora,
+    parse_lora_model,
     parse_model_map,
 )
 from toolserve.errors import ToolserveError
@@ -61,12 +63,26 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-type-v", default=env_default("cache_type_v", d.cache_type_v), choices=sorted(KV_TYPE_NAMES), help="KV cache type for V (quantised types turn on flash attention)")
     p.add_argument("--flash-attn", default=env_default("flash_attn", d.flash_attn), choices=["auto", "on", "off"], help="flash attention (default: auto, llama.cpp's choice; a quantised V cache needs it on)")
     p.add_argument("--no-repack", action="store_true", default=env_default("no_repack", d.no_repack), help="never repack weights into llama.cpp's extra buffer types (default: repack unless a check on this host finds it faults)")
+    p.add_argument("--lora", metavar="PATH[:SCALE]", action="append", type=_arg_type(parse_lora, "--lora"), default=[], help="apply a LoRA adapter GGUF to the model (scale default 1); repeatable")
+    p.add_argument("--lora-model", dest="lora_models", metavar="NAME=PATH[:SCALE]", action="append", type=_arg_type(parse_lora_model, "--lora-model"), default=[], help="also serve the model with this adapter as model NAME (the base weights are shared); repeatable")
     p.add_argument("--log-level", default=env_default("log_level", ServerConfig.log_level), choices=["debug", "info", "warning", "error"])
 
 
 def _model_config(args: argparse.Namespace) -> ModelConfig:
     """Every ModelConfig field is a flag of the same name (see _model_flags)."""
-    return ModelConfig(**{name: getattr(args, name) for name in field_names(ModelConfig)})
+    values = {name: getattr(args, name) for name in field_names(ModelConfig)}
+    values["lora"], values["lora_models"] = tuple(values["lora"] or ()), tuple(values["lora_models"] or ())
+    return ModelConfig(**values)
+
+
+def _arg_type(parse: Callable[[str, str], object], flag: str) -> Callable[[str], object]:
+    def convert(text: str) -> object:
+        try:
+            return parse(text, flag)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
 
 
 def _upstream_flags(p: argparse.ArgumentParser) -> None:
@@ -220,7 +236,11 @@ def _registry(args: argparse.Namespace, limits: Limits) -> ModelRegistry:
     from toolserve.serving.registry import LocalModel, ModelRegistry
 
     if args.config:
-        given = [flag for flag, value in (("--model", args.model), ("--model-alias", args.model_alias), ("--upstream", args.upstream)) if value]
+        given = [
+            flag
+            for flag, value in (("--model", args.model), ("--model-alias", args.model_alias), ("--upstream", args.upstream), ("--lora", args.lora), ("--lora-model", args.lora_models))
+            if value
+        ]
         if given:
             raise ToolserveError(f"--config lists the models; drop {' and '.join(given)}")
         try:

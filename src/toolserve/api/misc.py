@@ -39,6 +39,8 @@ def model_card(pipe: Any) -> dict[str, Any]:
             "vision": info.vision,
             "input_modalities": ["text", "image"] if info.vision else ["text"],
             "weight_repacking": info.repack,
+            "adapters": [{"path": a.path, "scale": a.scale} for a in pipe.adapters],
+            **({"base": pipe.base_id} if pipe.base_id else {}),
         },
     }
 
@@ -59,6 +61,11 @@ def card(entry: Entry) -> dict[str, Any]:
             "max_model_len": cfg.ctx_size,
             "toolserve": {"path": cfg.model or BUNDLED_FILE, "n_ctx": cfg.ctx_size},
         }
+        if entry.base is not None:
+            spec = next(a.lora for a in cfg.lora_models if a.id == entry.id)
+            out["toolserve"]["adapters"] = [{"path": spec.path, "scale": spec.scale}]
+        else:
+            out["toolserve"]["adapters"] = [{"path": a.path, "scale": a.scale} for a in cfg.lora]
     out["toolserve"] = {"backend": "local", **out["toolserve"], **entry.status()}
     return out
 
