@@ -8,7 +8,7 @@ import dataclasses
 import logging
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +24,11 @@ from toolserve.config import (
     env_default,
     field_names,
     load_models_config,
+    parse_gpu_layers,
+    parse_main_gpu,
     parse_model_map,
+    parse_split_mode,
+    parse_tensor_split,
 )
 from toolserve.errors import ToolserveError
 from toolserve.serving.media import ImagePolicy
@@ -46,6 +50,26 @@ CAPS = {
 }
 
 
+def _checked(parse: Callable[[object], object]) -> Callable[[str], object]:
+    """An argparse type from a config parser: its message, not argparse's generic one."""
+
+    def check(text: str) -> object:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return check
+
+
+def _placement_flags(p: argparse.ArgumentParser, d: ModelConfig) -> None:
+    p.add_argument("--gpu-layers", "-ngl", type=_checked(parse_gpu_layers), default=env_default("gpu_layers", d.gpu_layers), help="layers on the GPU: a number, all, or auto (default: auto, all that fit; 0 where llama.cpp was built without a GPU backend)")
+    p.add_argument("--main-gpu", type=_checked(parse_main_gpu), default=env_default("main_gpu", d.main_gpu), help="the GPU (index) of the whole model with --split-mode none")
+    p.add_argument("--split-mode", type=_checked(parse_split_mode), default=env_default("split_mode", d.split_mode), help="how a model spreads over several GPUs: none (one GPU), layer (default: whole layers per GPU) or row (rows of each weight)")
+    p.add_argument("--tensor-split", type=_checked(parse_tensor_split), default=env_default("tensor_split", d.tensor_split), help="each GPU's share of the model, e.g. 3,1 (default: in proportion to free memory)")
+    p.add_argument("--no-kv-offload", action="store_true", default=env_default("no_kv_offload", d.no_kv_offload), help="keep the KV cache in RAM instead of on the GPU")
+
+
 def _model_flags(p: argparse.ArgumentParser) -> None:
     d = ModelConfig()
     p.add_argument("--model", default=env_default("model", d.model), help="GGUF file (default: bundled SmolLM2-135M-Instruct)")
@@ -60,6 +84,7 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-type-k", default=env_default("cache_type_k", d.cache_type_k), choices=sorted(KV_TYPE_NAMES), help="KV cache type for K")
     p.add_argument("--cache-type-v", default=env_default("cache_type_v", d.cache_type_v), choices=sorted(KV_TYPE_NAMES), help="KV cache type for V (quantised types turn on flash attention)")
     p.add_argument("--flash-attn", default=env_default("flash_attn", d.flash_attn), choices=["auto", "on", "off"], help="flash attention (default: auto, llama.cpp's choice; a quantised V cache needs it on)")
+    _placement_flags(p, d)
     p.add_argument("--no-repack", action="store_true", default=env_default("no_repack", d.no_repack), help="never repack weights into llama.cpp's extra buffer types (default: repack unless a check on this host finds it faults)")
     p.add_argument("--log-level", default=env_default("log_level", ServerConfig.log_level), choices=["debug", "info", "warning", "error"])
 

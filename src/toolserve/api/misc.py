@@ -39,8 +39,15 @@ def model_card(pipe: Any) -> dict[str, Any]:
             "vision": info.vision,
             "input_modalities": ["text", "image"] if info.vision else ["text"],
             "weight_repacking": info.repack,
+            "placement": placement(pipe),
         },
     }
+
+
+def placement(pipe: Any) -> dict[str, Any] | None:
+    """Where the model's layers are (engine.base.Placement), with its one-line summary."""
+    where = getattr(pipe.engine.info, "placement", None)
+    return None if where is None else {**dataclasses.asdict(where), "summary": where.summary()}
 
 
 def card(entry: Entry) -> dict[str, Any]:
@@ -90,6 +97,7 @@ def engine_stats(pipe: Pipeline) -> dict[str, Any]:
         "cached_tokens": stats.cached_tokens,
         "generated_tokens": stats.generated_tokens,
         "prompt_cache": cache_stats(pipe.engine),
+        "placement": placement(pipe),
     }
 
 

@@ -24,6 +24,7 @@ import llama_cpp
 import numpy as np
 from llama_cpp import _internals
 
+from toolserve.engine import placement
 from toolserve.engine.base import EngineStats, Generation, MediaSpan, ModelInfo, media_key
 from toolserve.engine.prompt_cache import PromptCache
 from toolserve.engine.slots import PREFILL_CHUNK, SeqState, boundary, lead, next_stop, plan, position, snapshot_media
@@ -186,6 +187,12 @@ class LlamaCppEngine:
         repack: bool = True,
         parallel: int = 1,
         flash_attn: bool | None = None,
+        gpu_layers: int = 0,
+        main_gpu: int = 0,
+        split_mode: str = "layer",
+        tensor_split: Sequence[float] = (),
+        kv_offload: bool = True,
+        placed_by: str = "",
     ):
         threads = n_threads or os.cpu_count() or 1
         if flash_attn is None:  # llama.cpp's automatic choice, as llama-server's default
@@ -195,6 +202,8 @@ class LlamaCppEngine:
         if cache_type_v not in ("f16", "f32") and fa == llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED:
             raise ModelLoadError("a quantised V cache needs flash attention")
         self.slots = parallel
+        gpu_backend = placement.gpu_offload()
+        devs_before = placement.devices() if gpu_backend else []
         try:
             self._llm = _Llama(
                 repack=repack,  # off where the host check found repacked kernels faulting
@@ -212,10 +221,15 @@ class LlamaCppEngine:
                 type_v=KV_TYPES[cache_type_v],
                 # sliding-window models keep the whole KV, so a prefix can be trimmed and reused
                 swa_full=True,
+                n_gpu_layers=gpu_layers,
+                main_gpu=main_gpu,
+                split_mode=placement.SPLIT_MODES[split_mode],
+                tensor_split=list(tensor_split) or None,
+                offload_kqv=kv_offload,
                 verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as exc:
-            raise ModelLoadError(f"cannot load model {path}: {exc}") from exc
+            raise ModelLoadError(f"cannot load model {path}: {exc}{placement.shortfall(devs_before, gpu_layers)}") from exc
         model = self._llm._model
         self._vocab = model.vocab
         self._n_vocab = model.n_vocab()
@@ -240,6 +254,9 @@ class LlamaCppEngine:
             chat_template=meta.get("tokenizer.chat_template"),
             vision=self._mtmd is not None,
             repack=bool(self._llm.model_params.use_extra_bufts),
+            placement=placement.report(
+                devs_before, gpu_backend, llama_cpp.llama_model_n_layer(model.model), gpu_layers, split_mode, main_gpu, tensor_split, kv_offload, placed_by
+            ),
         )
         self.stats = EngineStats()
         self.cache = PromptCache(cache_ram_mb * 1024 * 1024) if cache_ram_mb > 0 else None
