@@ -24,6 +24,7 @@ import llama_cpp
 import numpy as np
 from llama_cpp import _internals
 
+from toolserve import _native
 from toolserve.engine import placement
 from toolserve.engine.base import EngineStats, Generation, MediaSpan, ModelInfo, media_key
 from toolserve.engine.prompt_cache import PromptCache
@@ -203,6 +204,8 @@ class LlamaCppEngine:
             raise ModelLoadError("a quantised V cache needs flash attention")
         self.slots = parallel
         gpu_backend = placement.gpu_offload()
+        if gpu_backend and _native.numpy_first:
+            log.warning("numpy was loaded before llama.cpp's libraries (imported before toolserve); CUDA builds have crashed so: import toolserve first")
         devs_before = placement.devices() if gpu_backend else []
         try:
             self._llm = _Llama(
