@@ -41,8 +41,15 @@ def model_card(pipe: Any) -> dict[str, Any]:
             "weight_repacking": info.repack,
             "adapters": [{"path": a.path, "scale": a.scale} for a in pipe.adapters],
             **({"base": pipe.base_id} if pipe.base_id else {}),
+            "placement": placement(pipe),
         },
     }
+
+
+def placement(pipe: Any) -> dict[str, Any] | None:
+    """Where the model's layers are (engine.base.Placement), with its one-line summary."""
+    where = getattr(pipe.engine.info, "placement", None)
+    return None if where is None else {**dataclasses.asdict(where), "summary": where.summary()}
 
 
 def card(entry: Entry) -> dict[str, Any]:
@@ -97,6 +104,7 @@ def engine_stats(pipe: Pipeline) -> dict[str, Any]:
         "cached_tokens": stats.cached_tokens,
         "generated_tokens": stats.generated_tokens,
         "prompt_cache": cache_stats(pipe.engine),
+        "placement": placement(pipe),
     }
 
 

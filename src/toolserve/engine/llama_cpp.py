@@ -24,6 +24,8 @@ import llama_cpp
 import numpy as np
 from llama_cpp import _internals
 
+from toolserve import _native
+from toolserve.engine import placement
 from toolserve.engine.base import EngineStats, Generation, Lora, MediaSpan, ModelInfo, media_key
 from toolserve.engine.prompt_cache import PromptCache
 from toolserve.engine.slots import (
@@ -202,6 +204,12 @@ class LlamaCppEngine:
         parallel: int = 1,
         flash_attn: bool | None = None,
         adapters: Sequence[Sequence[Lora]] = (),
+        gpu_layers: int = 0,
+        main_gpu: int = 0,
+        split_mode: str = "layer",
+        tensor_split: Sequence[float] = (),
+        kv_offload: bool = True,
+        placed_by: str = "",
     ):
         """`adapters`: the LoRA adapter sets requests may run under, by index (`submit`'s
         `adapter`); set 0 is the default (empty: the base weights)."""
@@ -213,6 +221,10 @@ class LlamaCppEngine:
         if cache_type_v not in ("f16", "f32") and fa == llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED:
             raise ModelLoadError("a quantised V cache needs flash attention")
         self.slots = parallel
+        gpu_backend = placement.gpu_offload()
+        if gpu_backend and _native.numpy_first:
+            log.warning("numpy was loaded before llama.cpp's libraries (imported before toolserve); CUDA builds have crashed so: import toolserve first")
+        devs_before = placement.devices() if gpu_backend else []
         try:
             self._llm = _Llama(
                 repack=repack,  # off where the host check found repacked kernels faulting
@@ -230,10 +242,15 @@ class LlamaCppEngine:
                 type_v=KV_TYPES[cache_type_v],
                 # sliding-window models keep the whole KV, so a prefix can be trimmed and reused
                 swa_full=True,
+                n_gpu_layers=gpu_layers,
+                main_gpu=main_gpu,
+                split_mode=placement.SPLIT_MODES[split_mode],
+                tensor_split=list(tensor_split) or None,
+                offload_kqv=kv_offload,
                 verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as exc:
-            raise ModelLoadError(f"cannot load model {path}: {exc}") from exc
+            raise ModelLoadError(f"cannot load model {path}: {exc}{placement.shortfall(devs_before, gpu_layers)}") from exc
         model = self._llm._model
         self._vocab = model.vocab
         self._n_vocab = model.n_vocab()
@@ -267,6 +284,9 @@ class LlamaCppEngine:
             chat_template=meta.get("tokenizer.chat_template"),
             vision=self._mtmd is not None,
             repack=bool(self._llm.model_params.use_extra_bufts),
+            placement=placement.report(
+                devs_before, gpu_backend, llama_cpp.llama_model_n_layer(model.model), gpu_layers, split_mode, main_gpu, tensor_split, kv_offload, placed_by
+            ),
         )
         self.stats = EngineStats()
         self.cache = PromptCache(cache_ram_mb * 1024 * 1024) if cache_ram_mb > 0 else None

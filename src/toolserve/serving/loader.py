@@ -16,6 +16,7 @@ from toolserve.formats.registry import detect_format, get_format
 from toolserve.formats.template import ChatTemplate, choose_template
 from toolserve.modelfile import bundled_model, find_mmproj, gguf_metadata, resolve_model
 from toolserve.serving.pipeline import Limits, Pipeline
+from toolserve.serving.placement import gpu_layers
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,7 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
         log.info("images: projector %s", mmproj)
     threads = cfg.threads or os.cpu_count() or 1
     repack = decide_repack(cfg.no_repack, str(_probe_model(path)))
+    layers, chosen = gpu_layers(cfg, path, n)
     engine: Engine = LlamaCppEngine(
         str(path),
         n_ctx=cfg.ctx_size,
@@ -96,6 +98,12 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
         flash_attn=None if cfg.flash_attn == "auto" else cfg.flash_attn == "on",
         # set 0: the model's own id (--lora); then one set per --lora-model, its adapter alone
         adapters=[[Lora(a.path, a.scale) for a in cfg.lora], *([Lora(m.lora.path, m.lora.scale)] for m in cfg.lora_models)],
+        gpu_layers=layers,
+        main_gpu=cfg.main_gpu,
+        split_mode=cfg.split_mode,
+        tensor_split=cfg.tensor_split,
+        kv_offload=not cfg.no_kv_offload,
+        placed_by=chosen,
     )
     info = engine.info
     source, label = choose_template(info.chat_template, info.architecture, override)
@@ -107,6 +115,8 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
         "loaded %s in %.2f s: architecture %s, context %d per sequence, %d sequence(s), chat template %s, tool format %s, weight repacking %s",
         model_id, time.perf_counter() - started, info.architecture, info.n_ctx, n, label, fmt_id, "on" if repack else "off",
     )
+    if info.placement is not None:
+        log.info("%s: %s", model_id, info.placement.summary())
     for a in cfg.lora:
         log.info("%s: LoRA adapter %s at scale %g", model_id, a.path, a.scale)
     for m in cfg.lora_models:
