@@ -18,6 +18,7 @@ _MODULES = (
     "gemma3_tool_code", "mistral", "mistral_v11", "qwen3_coder", "deepseek_v3", "deepseek_v31",
     "glm45", "kimi_k2", "minimax_m2", "seed_oss", "gpt_oss", "granite", "command_r",
     "firefunction", "phi4_mini", "lfm2", "functiongemma", "gemma4", "generic_json",
+    "internlm2",
 )
 
 FORMATS: dict[str, Format] = {
@@ -72,6 +73,7 @@ _MARKERS: tuple[tuple[tuple[str, ...], object], ...] = (
     (("Environment: ipython",), _llama3),
     (("<function=",), "function_tag"),
     (("[func_name1(",), "pythonic"),
+    (("<|action_start|>",), "internlm2"),
     (("<|im_start|>",), "hermes"),  # plain ChatML without tool markers: Hermes style works best
     (("<start_of_turn>",), "gemma3_tool_code"),
 )
@@ -83,7 +85,13 @@ _ARCHITECTURES = {
     "glm4moe": "glm45", "gpt-oss": "gpt_oss", "gpt_oss": "gpt_oss", "granite": "granite",
     "granitemoe": "granite", "cohere2": "command_r", "command-r": "command_r", "phi3": "phi4_mini",
     "lfm2": "lfm2", "seed_oss": "seed_oss", "minimax-m2": "minimax_m2", "minimax_m2": "minimax_m2",
+    "internlm2": "internlm2",
 }
+
+
+# families whose GGUF templates are plain ChatML (no tool markers): the architecture wins
+# over the ChatML fallback
+_CHATML_ARCHITECTURES = {"internlm2": "internlm2"}
 
 
 def detect_format(template_source: str | None, architecture: str | None) -> str:
@@ -92,6 +100,8 @@ def detect_format(template_source: str | None, architecture: str | None) -> str:
     for markers, result in _MARKERS:
         if all(m in src for m in markers):
             picked = result(src) if callable(result) else str(result)
+            if markers == ("<|im_start|>",) and (architecture or "").lower() in _CHATML_ARCHITECTURES:
+                picked = _CHATML_ARCHITECTURES[(architecture or "").lower()]
             log.info("tool format %s picked from chat template marker %r", picked, markers[0])
             return picked
     arch = (architecture or "").lower()

@@ -286,6 +286,9 @@ SYNTAX: dict[str, Syntax] = {
         malformed="<|tool_call>call get_weather{}<tool_call|>",
         extra={"two_in_one_block": Case('<|tool_call>call:get_weather{city:<|"|>A<|"|>}call:get_time{}<tool_call|>',
                                         calls=(("get_weather", {"city": "A"}, None), ("get_time", {}, None)))}),
+    "internlm2": Syntax(
+        call=lambda n, a, i: f'<|action_start|><|plugin|>\n{{"name": "{n}", "parameters": {J(a)}}}<|action_end|>',
+        block="\n".join, malformed='<|action_start|><|plugin|>\n{"name": get_weather}<|action_end|>'),
     "generic_json": Syntax(
         call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
         block=lambda cs: '{"tool_calls": [' + ", ".join(cs) + "]}",

@@ -39,6 +39,11 @@ LLAMA4 = "<|header_start|>assistant<|header_end|><|python_start|>{{ calls }}<|py
 FUNCTIONGEMMA = "<start_function_declaration>declaration:{{ name }}<end_function_declaration><start_function_call>"
 GEMMA4 = '<|tool>declaration:{{ name }}<tool|><|tool_call>call:{{ name }}{ {{ k }}:<|"|>{{ v }}<|"|> }<tool_call|>'
 FUNCTION_TAG = "<function={{ tool_call.function.name }}>{{ tool_call.function.arguments }}</function>"
+# InternLM 2.5's template is plain ChatML (the architecture decides); lmdeploy's tool-aware one
+# writes the action markers
+INTERNLM2 = ("{{ bos_token }}{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+             "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}")
+INTERNLM2_TOOLS = "{{ content }}<|action_start|><|plugin|>\n{{ tool_call | tojson }}<|action_end|><|im_end|>"
 
 CASES = [
     (QWEN3, None, "hermes"), (QWEN3_CODER, None, "qwen3_coder"), (SMOLLM2, "llama", "hermes"),
@@ -49,6 +54,7 @@ CASES = [
     (COMMAND_R, None, "command_r"), (FIREFUNCTION, None, "firefunction"), (PHI4, "phi3", "phi4_mini"),
     (LFM2, "lfm2", "lfm2"), (LLAMA4, "llama4", "llama4_pythonic"), (FUNCTIONGEMMA, "gemma3", "functiongemma"),
     (GEMMA4, "gemma4", "gemma4"), (FUNCTION_TAG, "llama", "function_tag"),
+    (INTERNLM2, "internlm2", "internlm2"), (INTERNLM2_TOOLS, None, "internlm2"),
 ]
 
 

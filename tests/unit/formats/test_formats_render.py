@@ -63,6 +63,8 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
                       "tool"),
     "gemma4": ('<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:2}<tool_call|>',
                '<|tool_response>response:get_weather{value:<|"|>22 C<|"|>}<tool_response|>', "tool"),
+    "internlm2": ('<|action_start|><|plugin|>\n{"name": "get_weather", "parameters": {"city": "Paris", "days": 2}}'
+                  "<|action_end|>", "22 C", "tool"),
     "generic_json": ('{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]}',
                      '{"tool_response": {"tool_call_id": "call_abc123XYZ", "name": "get_weather", "content": "22 C"}}',
                      "user"),
@@ -147,6 +149,8 @@ PROMPT_EXAMPLES: dict[str, str] = {
                    '{"argument_name": "value"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
     "deepseek_v31": '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function_name<｜tool▁sep｜>{"argument_name": "value"}'
                     "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "internlm2": '<|action_start|><|plugin|>\n{"name": "plugin_name", "parameters": {"parameter_name": "value"}}'
+                 "<|action_end|>",
 }
 
 
