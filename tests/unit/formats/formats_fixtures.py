@@ -289,6 +289,10 @@ SYNTAX: dict[str, Syntax] = {
     "internlm2": Syntax(
         call=lambda n, a, i: f'<|action_start|><|plugin|>\n{{"name": "{n}", "parameters": {J(a)}}}<|action_end|>',
         block="\n".join, malformed='<|action_start|><|plugin|>\n{"name": get_weather}<|action_end|>'),
+    "jamba": Syntax(
+        call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
+        block=lambda cs: "<tool_calls>[" + ", ".join(cs) + "]</tool_calls>",
+        malformed='<tool_calls>[{"name": get_weather}]</tool_calls>'),
     "generic_json": Syntax(
         call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
         block=lambda cs: '{"tool_calls": [' + ", ".join(cs) + "]}",

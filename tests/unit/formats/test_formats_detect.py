@@ -44,6 +44,9 @@ FUNCTION_TAG = "<function={{ tool_call.function.name }}>{{ tool_call.function.ar
 INTERNLM2 = ("{{ bos_token }}{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
              "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}")
 INTERNLM2_TOOLS = "{{ content }}<|action_start|><|plugin|>\n{{ tool_call | tojson }}<|action_end|><|im_end|>"
+# Jamba's template: `<|bom|>` role `<|eom|>` turns, tools in `<tool_definitions>`, calls in `<tool_calls>`
+JAMBA = ("{{- bom_str + handle_role(role) }} <|bom|><|system|> <tool_definitions>{{ tools }}</tool_definitions><|eom|>"
+         "<tool_calls>{{ message.tool_calls | tojson }}</tool_calls>")
 
 CASES = [
     (QWEN3, None, "hermes"), (QWEN3_CODER, None, "qwen3_coder"), (SMOLLM2, "llama", "hermes"),
@@ -54,7 +57,7 @@ CASES = [
     (COMMAND_R, None, "command_r"), (FIREFUNCTION, None, "firefunction"), (PHI4, "phi3", "phi4_mini"),
     (LFM2, "lfm2", "lfm2"), (LLAMA4, "llama4", "llama4_pythonic"), (FUNCTIONGEMMA, "gemma3", "functiongemma"),
     (GEMMA4, "gemma4", "gemma4"), (FUNCTION_TAG, "llama", "function_tag"),
-    (INTERNLM2, "internlm2", "internlm2"), (INTERNLM2_TOOLS, None, "internlm2"),
+    (INTERNLM2, "internlm2", "internlm2"), (INTERNLM2_TOOLS, None, "internlm2"), (JAMBA, "jamba", "jamba"),
 ]
 
 

@@ -65,6 +65,8 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
                '<|tool_response>response:get_weather{value:<|"|>22 C<|"|>}<tool_response|>', "tool"),
     "internlm2": ('<|action_start|><|plugin|>\n{"name": "get_weather", "parameters": {"city": "Paris", "days": 2}}'
                   "<|action_end|>", "22 C", "tool"),
+    "jamba": ('<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]</tool_calls>', "22 C",
+              "tool"),
     "generic_json": ('{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]}',
                      '{"tool_response": {"tool_call_id": "call_abc123XYZ", "name": "get_weather", "content": "22 C"}}',
                      "user"),
@@ -151,6 +153,7 @@ PROMPT_EXAMPLES: dict[str, str] = {
                     "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
     "internlm2": '<|action_start|><|plugin|>\n{"name": "plugin_name", "parameters": {"parameter_name": "value"}}'
                  "<|action_end|>",
+    "jamba": '<tool_calls>[{"name": "function_name", "arguments": {"argument_name": "value"}}]</tool_calls>',
 }
 
 
