@@ -293,6 +293,11 @@ SYNTAX: dict[str, Syntax] = {
         call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
         block=lambda cs: "<tool_calls>[" + ", ".join(cs) + "]</tool_calls>",
         malformed='<tool_calls>[{"name": get_weather}]</tool_calls>'),
+    "hunyuan": Syntax(
+        call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
+        block=lambda cs: "<tool_calls>[" + ", ".join(cs) + "]</tool_calls>", think=THINK,
+        content=lambda t: f"<answer>\n{t}\n</answer>",
+        malformed='<tool_calls>[{"name": get_weather}]</tool_calls>'),
     "generic_json": Syntax(
         call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
         block=lambda cs: '{"tool_calls": [' + ", ".join(cs) + "]}",

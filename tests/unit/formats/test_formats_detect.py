@@ -47,6 +47,9 @@ INTERNLM2_TOOLS = "{{ content }}<|action_start|><|plugin|>\n{{ tool_call | tojso
 # Jamba's template: `<|bom|>` role `<|eom|>` turns, tools in `<tool_definitions>`, calls in `<tool_calls>`
 JAMBA = ("{{- bom_str + handle_role(role) }} <|bom|><|system|> <tool_definitions>{{ tools }}</tool_definitions><|eom|>"
          "<tool_calls>{{ message.tool_calls | tojson }}</tool_calls>")
+# Hunyuan A13B's template: turns closed by `<|extra_4|>` / `<|extra_0|>` / `<|eos|>`, calls in `<tool_calls>`
+HUNYUAN = ("{% if message['role'] == 'system' %}<|startoftext|>{{ content }}<|extra_4|>{% elif message['role'] == "
+           "'user' %}{{ content }}<|extra_0|>{% endif %}<tool_calls>{{ tool_calls | tojson }}</tool_calls><|eos|>")
 
 CASES = [
     (QWEN3, None, "hermes"), (QWEN3_CODER, None, "qwen3_coder"), (SMOLLM2, "llama", "hermes"),
@@ -58,6 +61,7 @@ CASES = [
     (LFM2, "lfm2", "lfm2"), (LLAMA4, "llama4", "llama4_pythonic"), (FUNCTIONGEMMA, "gemma3", "functiongemma"),
     (GEMMA4, "gemma4", "gemma4"), (FUNCTION_TAG, "llama", "function_tag"),
     (INTERNLM2, "internlm2", "internlm2"), (INTERNLM2_TOOLS, None, "internlm2"), (JAMBA, "jamba", "jamba"),
+    (HUNYUAN, "hunyuan-moe", "hunyuan"),
 ]
 
 

@@ -67,6 +67,8 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
                   "<|action_end|>", "22 C", "tool"),
     "jamba": ('<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]</tool_calls>', "22 C",
               "tool"),
+    "hunyuan": ('<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]</tool_calls>',
+                "<tool_response>22 C</tool_response>", "tool"),
     "generic_json": ('{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]}',
                      '{"tool_response": {"tool_call_id": "call_abc123XYZ", "name": "get_weather", "content": "22 C"}}',
                      "user"),
@@ -154,6 +156,7 @@ PROMPT_EXAMPLES: dict[str, str] = {
     "internlm2": '<|action_start|><|plugin|>\n{"name": "plugin_name", "parameters": {"parameter_name": "value"}}'
                  "<|action_end|>",
     "jamba": '<tool_calls>[{"name": "function_name", "arguments": {"argument_name": "value"}}]</tool_calls>',
+    "hunyuan": '<tool_calls>[{"name": "function_name", "arguments": {"argument_name": "value"}}]</tool_calls>',
 }
 
 
