@@ -18,7 +18,7 @@ _MODULES = (
     "gemma3_tool_code", "mistral", "mistral_v11", "qwen3_coder", "deepseek_v3", "deepseek_v31",
     "glm45", "kimi_k2", "minimax_m2", "seed_oss", "gpt_oss", "granite", "command_r",
     "firefunction", "phi4_mini", "lfm2", "functiongemma", "gemma4", "generic_json",
-    "internlm2", "jamba", "hunyuan",
+    "internlm2", "jamba", "hunyuan", "xlam",
 )
 
 FORMATS: dict[str, Format] = {
@@ -68,6 +68,7 @@ _MARKERS: tuple[tuple[tuple[str, ...], object], ...] = (
     (("<|tool|>",), "phi4_mini"),
     (("<|tool_call|>",), "granite"),
     (("tool_code",), "gemma3_tool_code"),
+    (("xLAM",), "xlam"),  # "You are developed by Salesforce xLAM team."
     (("<tool_call>",), "hermes"),
     (("<|python_tag|>",), _llama3),
     (("Environment: ipython",), _llama3),

@@ -298,6 +298,13 @@ SYNTAX: dict[str, Syntax] = {
         block=lambda cs: "<tool_calls>[" + ", ".join(cs) + "]</tool_calls>", think=THINK,
         content=lambda t: f"<answer>\n{t}\n</answer>",
         malformed='<tool_calls>[{"name": get_weather}]</tool_calls>'),
+    "xlam": Syntax(
+        call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
+        block=lambda cs: "```json\n[" + ", ".join(cs) + "]\n```", think=THINK,
+        malformed='```json\n[{"name": get_weather}]\n```',
+        extra={"bare_list": Case('[{"name": "get_weather", "arguments": {"city": "A"}}]<|eot_id|>',
+                                 calls=(("get_weather", {"city": "A"}, None),)),
+               "list_literal_is_content": Case("[1, 2, 3] are numbers", content="[1, 2, 3] are numbers")}),
     "generic_json": Syntax(
         call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
         block=lambda cs: '{"tool_calls": [' + ", ".join(cs) + "]}",

@@ -50,6 +50,10 @@ JAMBA = ("{{- bom_str + handle_role(role) }} <|bom|><|system|> <tool_definitions
 # Hunyuan A13B's template: turns closed by `<|extra_4|>` / `<|extra_0|>` / `<|eos|>`, calls in `<tool_calls>`
 HUNYUAN = ("{% if message['role'] == 'system' %}<|startoftext|>{{ content }}<|extra_4|>{% elif message['role'] == "
            "'user' %}{{ content }}<|extra_0|>{% endif %}<tool_calls>{{ tool_calls | tojson }}</tool_calls><|eos|>")
+# xLAM-2 (Llama and Qwen based): the default system prompt names the team; calls are a JSON array
+XLAM_LLAMA = ('{%- set system_message = "You are a helpful assistant. You are developed by Salesforce xLAM team." %}'
+              "<|start_header_id|>system<|end_header_id|>\n\n{{ system_message }}<|eot_id|>")
+XLAM_QWEN = ('<|im_start|>system\nYou are developed by Salesforce xLAM team.<|im_end|>{{ "<tool_call>" }}')
 
 CASES = [
     (QWEN3, None, "hermes"), (QWEN3_CODER, None, "qwen3_coder"), (SMOLLM2, "llama", "hermes"),
@@ -61,7 +65,7 @@ CASES = [
     (LFM2, "lfm2", "lfm2"), (LLAMA4, "llama4", "llama4_pythonic"), (FUNCTIONGEMMA, "gemma3", "functiongemma"),
     (GEMMA4, "gemma4", "gemma4"), (FUNCTION_TAG, "llama", "function_tag"),
     (INTERNLM2, "internlm2", "internlm2"), (INTERNLM2_TOOLS, None, "internlm2"), (JAMBA, "jamba", "jamba"),
-    (HUNYUAN, "hunyuan-moe", "hunyuan"),
+    (HUNYUAN, "hunyuan-moe", "hunyuan"), (XLAM_LLAMA, "llama", "xlam"), (XLAM_QWEN, "qwen2", "xlam"),
 ]
 
 

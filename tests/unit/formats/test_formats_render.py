@@ -69,6 +69,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
               "tool"),
     "hunyuan": ('<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]</tool_calls>',
                 "<tool_response>22 C</tool_response>", "tool"),
+    "xlam": ('[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]', "22 C", "tool"),
     "generic_json": ('{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]}',
                      '{"tool_response": {"tool_call_id": "call_abc123XYZ", "name": "get_weather", "content": "22 C"}}',
                      "user"),
@@ -157,6 +158,7 @@ PROMPT_EXAMPLES: dict[str, str] = {
                  "<|action_end|>",
     "jamba": '<tool_calls>[{"name": "function_name", "arguments": {"argument_name": "value"}}]</tool_calls>',
     "hunyuan": '<tool_calls>[{"name": "function_name", "arguments": {"argument_name": "value"}}]</tool_calls>',
+    "xlam": '[{"name": "tool_name", "arguments": {"argument_name": "value"}}]',
 }
 
 
