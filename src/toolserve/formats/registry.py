@@ -18,7 +18,7 @@ _MODULES = (
     "gemma3_tool_code", "mistral", "mistral_v11", "qwen3_coder", "deepseek_v3", "deepseek_v31",
     "glm45", "kimi_k2", "minimax_m2", "seed_oss", "gpt_oss", "granite", "command_r",
     "firefunction", "phi4_mini", "lfm2", "functiongemma", "gemma4", "generic_json",
-    "internlm2", "jamba", "hunyuan", "xlam",
+    "internlm2", "jamba", "hunyuan", "xlam", "apertus",
 )
 
 FORMATS: dict[str, Format] = {
@@ -77,6 +77,8 @@ _MARKERS: tuple[tuple[tuple[str, ...], object], ...] = (
     (("<|action_start|>",), "internlm2"),
     (("<|bom|>",), "jamba"),
     (("<|extra_0|>",), "hunyuan"),
+    (("<|tools_prefix|>",), "apertus"),
+    (("<|inner_prefix|>",), "apertus"),
     (("<|im_start|>",), "hermes"),  # plain ChatML without tool markers: Hermes style works best
     (("<start_of_turn>",), "gemma3_tool_code"),
 )
@@ -89,6 +91,7 @@ _ARCHITECTURES = {
     "granitemoe": "granite", "cohere2": "command_r", "command-r": "command_r", "phi3": "phi4_mini",
     "lfm2": "lfm2", "seed_oss": "seed_oss", "minimax-m2": "minimax_m2", "minimax_m2": "minimax_m2",
     "internlm2": "internlm2", "jamba": "jamba", "hunyuan-moe": "hunyuan",
+    "apertus": "apertus",
 }
 
 

@@ -305,6 +305,11 @@ SYNTAX: dict[str, Syntax] = {
         extra={"bare_list": Case('[{"name": "get_weather", "arguments": {"city": "A"}}]<|eot_id|>',
                                  calls=(("get_weather", {"city": "A"}, None),)),
                "list_literal_is_content": Case("[1, 2, 3] are numbers", content="[1, 2, 3] are numbers")}),
+    "apertus": Syntax(
+        call=lambda n, a, i: f'{{"{n}": {J(a)}}}',
+        block=lambda cs: "<|tools_prefix|>[" + ", ".join(cs) + "]<|tools_suffix|>",
+        think=("<|inner_prefix|>", "<|inner_suffix|>"),
+        malformed="<|tools_prefix|>[{get_weather: {}}]<|tools_suffix|>"),
     "generic_json": Syntax(
         call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
         block=lambda cs: '{"tool_calls": [' + ", ".join(cs) + "]}",

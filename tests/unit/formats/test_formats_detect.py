@@ -54,6 +54,9 @@ HUNYUAN = ("{% if message['role'] == 'system' %}<|startoftext|>{{ content }}<|ex
 XLAM_LLAMA = ('{%- set system_message = "You are a helpful assistant. You are developed by Salesforce xLAM team." %}'
               "<|start_header_id|>system<|end_header_id|>\n\n{{ system_message }}<|eot_id|>")
 XLAM_QWEN = ('<|im_start|>system\nYou are developed by Salesforce xLAM team.<|im_end|>{{ "<tool_call>" }}')
+# Apertus: calls between `<|tools_prefix|>` / `<|tools_suffix|>`, thoughts between the inner markers
+APERTUS = ("<|assistant_start|>{%- if block.type == 'thoughts' %}<|inner_prefix|>{{ block.text }}<|inner_suffix|>"
+           "{%- elif block.type == 'tool_calls' %}<|tools_prefix|>{{ calls | tojson }}<|tools_suffix|>{%- endif %}")
 
 CASES = [
     (QWEN3, None, "hermes"), (QWEN3_CODER, None, "qwen3_coder"), (SMOLLM2, "llama", "hermes"),
@@ -66,6 +69,7 @@ CASES = [
     (GEMMA4, "gemma4", "gemma4"), (FUNCTION_TAG, "llama", "function_tag"),
     (INTERNLM2, "internlm2", "internlm2"), (INTERNLM2_TOOLS, None, "internlm2"), (JAMBA, "jamba", "jamba"),
     (HUNYUAN, "hunyuan-moe", "hunyuan"), (XLAM_LLAMA, "llama", "xlam"), (XLAM_QWEN, "qwen2", "xlam"),
+    (APERTUS, "apertus", "apertus"),
 ]
 
 
