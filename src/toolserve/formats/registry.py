@@ -18,7 +18,7 @@ _MODULES = (
     "gemma3_tool_code", "mistral", "mistral_v11", "qwen3_coder", "deepseek_v3", "deepseek_v31",
     "glm45", "kimi_k2", "minimax_m2", "seed_oss", "gpt_oss", "granite", "command_r",
     "firefunction", "phi4_mini", "lfm2", "functiongemma", "gemma4", "generic_json",
-    "internlm2", "jamba", "hunyuan", "xlam", "apertus",
+    "internlm2", "jamba", "hunyuan", "xlam", "apertus", "gigachat3",
 )
 
 FORMATS: dict[str, Format] = {
@@ -79,6 +79,7 @@ _MARKERS: tuple[tuple[tuple[str, ...], object], ...] = (
     (("<|extra_0|>",), "hunyuan"),
     (("<|tools_prefix|>",), "apertus"),
     (("<|inner_prefix|>",), "apertus"),
+    (("<|role_sep|>", "function call"), "gigachat3"),
     (("<|im_start|>",), "hermes"),  # plain ChatML without tool markers: Hermes style works best
     (("<start_of_turn>",), "gemma3_tool_code"),
 )

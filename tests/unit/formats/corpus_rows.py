@@ -27,4 +27,4 @@ class Row:
 
 
 CORPORA = ("hermes", "deepseek", "gpt_oss", "qwen3_coder", "glm45", "mistral", "granite",
-           "internlm2", "jamba", "hunyuan", "xlam", "apertus")
+           "internlm2", "jamba", "hunyuan", "xlam", "apertus", "gigachat3")

@@ -310,6 +310,10 @@ SYNTAX: dict[str, Syntax] = {
         block=lambda cs: "<|tools_prefix|>[" + ", ".join(cs) + "]<|tools_suffix|>",
         think=("<|inner_prefix|>", "<|inner_suffix|>"),
         malformed="<|tools_prefix|>[{get_weather: {}}]<|tools_suffix|>"),
+    "gigachat3": Syntax(
+        call=lambda n, a, i: f'<|message_sep|>\n\nfunction call<|role_sep|>\n{{"name": "{n}", "arguments": {J(a)}}}',
+        malformed='<|message_sep|>\n\nfunction call<|role_sep|>\n{"name": get_weather}',
+        na={"parallel": "one call per turn: the template renders only a message's first call"}),
     "generic_json": Syntax(
         call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
         block=lambda cs: '{"tool_calls": [' + ", ".join(cs) + "]}",

@@ -57,6 +57,10 @@ XLAM_QWEN = ('<|im_start|>system\nYou are developed by Salesforce xLAM team.<|im
 # Apertus: calls between `<|tools_prefix|>` / `<|tools_suffix|>`, thoughts between the inner markers
 APERTUS = ("<|assistant_start|>{%- if block.type == 'thoughts' %}<|inner_prefix|>{{ block.text }}<|inner_suffix|>"
            "{%- elif block.type == 'tool_calls' %}<|tools_prefix|>{{ calls | tojson }}<|tools_suffix|>{%- endif %}")
+# GigaChat 3 (llama.cpp models/templates/GigaChat3-10B-A1.8B.jinja): roles end in `<|role_sep|>`,
+# the call is a `function call` message
+GIGACHAT3 = ("{%- set add_tokens = namespace(role_sep=\"<|role_sep|>\\n\", message_sep=\"<|message_sep|>\\n\\n\") -%}"
+             "{{- render_role_message({'role': 'function call', 'content': '{\"name\": \"' ~ call['name'] ~ '\"}'}) -}}")
 
 CASES = [
     (QWEN3, None, "hermes"), (QWEN3_CODER, None, "qwen3_coder"), (SMOLLM2, "llama", "hermes"),
@@ -69,7 +73,7 @@ CASES = [
     (GEMMA4, "gemma4", "gemma4"), (FUNCTION_TAG, "llama", "function_tag"),
     (INTERNLM2, "internlm2", "internlm2"), (INTERNLM2_TOOLS, None, "internlm2"), (JAMBA, "jamba", "jamba"),
     (HUNYUAN, "hunyuan-moe", "hunyuan"), (XLAM_LLAMA, "llama", "xlam"), (XLAM_QWEN, "qwen2", "xlam"),
-    (APERTUS, "apertus", "apertus"),
+    (APERTUS, "apertus", "apertus"), (GIGACHAT3, "deepseek2", "gigachat3"),
 ]
 
 

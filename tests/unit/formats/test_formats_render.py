@@ -71,6 +71,8 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
                 "<tool_response>22 C</tool_response>", "tool"),
     "xlam": ('[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]', "22 C", "tool"),
     "apertus": ('<|tools_prefix|>[{"get_weather": {"city": "Paris", "days": 2}}]<|tools_suffix|>', "22 C", "tool"),
+    "gigachat3": ('<|message_sep|>\n\nfunction call<|role_sep|>\n{"name": "get_weather", "arguments": {"city": "Paris", '
+                  '"days": 2}}', "22 C", "tool"),
     "generic_json": ('{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]}',
                      '{"tool_response": {"tool_call_id": "call_abc123XYZ", "name": "get_weather", "content": "22 C"}}',
                      "user"),
@@ -161,6 +163,7 @@ PROMPT_EXAMPLES: dict[str, str] = {
     "hunyuan": '<tool_calls>[{"name": "function_name", "arguments": {"argument_name": "value"}}]</tool_calls>',
     "xlam": '[{"name": "tool_name", "arguments": {"argument_name": "value"}}]',
     "apertus": '<|tools_prefix|>[{"function_name": {"argument_name": "value"}}]<|tools_suffix|>',
+    "gigachat3": 'function call<|role_sep|>\n{"name": "function_name", "arguments": {"argument_name": "value"}}',
 }
 
 
