@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from toolserve.errors import InvalidRequest
-from toolserve.formats.registry import FORMATS, detect_format, get_format
+from toolserve.formats.registry import FORMATS, Detection, detect_format, explain_detection, get_format
 
 QWEN3 = ("{%- if tools %}<|im_start|>system\n# Tools\n<tools>{{ tool | tojson }}</tools>\n"
          "<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>"
@@ -108,3 +108,19 @@ def test_format_ids_match_registry(fmt_id: str) -> None:
     assert fmt_id == fmt.FORMAT_ID
     assert fmt.TOOL_RESULT_ROLE in ("tool", "user", "ipython")
     assert fmt.REASONING is None or len(fmt.REASONING) == 2
+
+
+@pytest.mark.parametrize(("template", "arch", "expected"), CASES, ids=[c[2] + "-" + str(i) for i, c in enumerate(CASES)])
+def test_explanation_names_the_rule_that_chose(template: str, arch: str | None, expected: str) -> None:
+    found = explain_detection(template, arch)
+    assert found.format_id == detect_format(template, arch) == expected
+    assert found.rule in ("template", "template+architecture")
+    assert found.markers and all(m in template for m in found.markers)
+    assert all(repr(m) in found.why for m in found.markers)
+
+
+def test_explanation_of_architecture_and_fallback() -> None:
+    assert explain_detection(None, "jamba") == Detection(
+        "jamba", "architecture", "no known marker in the chat template; the architecture 'jamba' maps to it")
+    found = explain_detection("{{ messages }}", None)
+    assert (found.format_id, found.rule, found.markers) == ("generic_json", "fallback", ())
