@@ -286,6 +286,34 @@ SYNTAX: dict[str, Syntax] = {
         malformed="<|tool_call>call get_weather{}<tool_call|>",
         extra={"two_in_one_block": Case('<|tool_call>call:get_weather{city:<|"|>A<|"|>}call:get_time{}<tool_call|>',
                                         calls=(("get_weather", {"city": "A"}, None), ("get_time", {}, None)))}),
+    "internlm2": Syntax(
+        call=lambda n, a, i: f'<|action_start|><|plugin|>\n{{"name": "{n}", "parameters": {J(a)}}}<|action_end|>',
+        block="\n".join, malformed='<|action_start|><|plugin|>\n{"name": get_weather}<|action_end|>'),
+    "jamba": Syntax(
+        call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
+        block=lambda cs: "<tool_calls>[" + ", ".join(cs) + "]</tool_calls>",
+        malformed='<tool_calls>[{"name": get_weather}]</tool_calls>'),
+    "hunyuan": Syntax(
+        call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
+        block=lambda cs: "<tool_calls>[" + ", ".join(cs) + "]</tool_calls>", think=THINK,
+        content=lambda t: f"<answer>\n{t}\n</answer>",
+        malformed='<tool_calls>[{"name": get_weather}]</tool_calls>'),
+    "xlam": Syntax(
+        call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
+        block=lambda cs: "```json\n[" + ", ".join(cs) + "]\n```", think=THINK,
+        malformed='```json\n[{"name": get_weather}]\n```',
+        extra={"bare_list": Case('[{"name": "get_weather", "arguments": {"city": "A"}}]<|eot_id|>',
+                                 calls=(("get_weather", {"city": "A"}, None),)),
+               "list_literal_is_content": Case("[1, 2, 3] are numbers", content="[1, 2, 3] are numbers")}),
+    "apertus": Syntax(
+        call=lambda n, a, i: f'{{"{n}": {J(a)}}}',
+        block=lambda cs: "<|tools_prefix|>[" + ", ".join(cs) + "]<|tools_suffix|>",
+        think=("<|inner_prefix|>", "<|inner_suffix|>"),
+        malformed="<|tools_prefix|>[{get_weather: {}}]<|tools_suffix|>"),
+    "gigachat3": Syntax(
+        call=lambda n, a, i: f'<|message_sep|>\n\nfunction call<|role_sep|>\n{{"name": "{n}", "arguments": {J(a)}}}',
+        malformed='<|message_sep|>\n\nfunction call<|role_sep|>\n{"name": get_weather}',
+        na={"parallel": "one call per turn: the template renders only a message's first call"}),
     "generic_json": Syntax(
         call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
         block=lambda cs: '{"tool_calls": [' + ", ".join(cs) + "]}",

@@ -63,6 +63,16 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
                       "tool"),
     "gemma4": ('<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:2}<tool_call|>',
                '<|tool_response>response:get_weather{value:<|"|>22 C<|"|>}<tool_response|>', "tool"),
+    "internlm2": ('<|action_start|><|plugin|>\n{"name": "get_weather", "parameters": {"city": "Paris", "days": 2}}'
+                  "<|action_end|>", "22 C", "tool"),
+    "jamba": ('<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]</tool_calls>', "22 C",
+              "tool"),
+    "hunyuan": ('<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]</tool_calls>',
+                "<tool_response>22 C</tool_response>", "tool"),
+    "xlam": ('[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]', "22 C", "tool"),
+    "apertus": ('<|tools_prefix|>[{"get_weather": {"city": "Paris", "days": 2}}]<|tools_suffix|>', "22 C", "tool"),
+    "gigachat3": ('<|message_sep|>\n\nfunction call<|role_sep|>\n{"name": "get_weather", "arguments": {"city": "Paris", '
+                  '"days": 2}}', "22 C", "tool"),
     "generic_json": ('{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]}',
                      '{"tool_response": {"tool_call_id": "call_abc123XYZ", "name": "get_weather", "content": "22 C"}}',
                      "user"),
@@ -147,6 +157,13 @@ PROMPT_EXAMPLES: dict[str, str] = {
                    '{"argument_name": "value"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
     "deepseek_v31": '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function_name<｜tool▁sep｜>{"argument_name": "value"}'
                     "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "internlm2": '<|action_start|><|plugin|>\n{"name": "plugin_name", "parameters": {"parameter_name": "value"}}'
+                 "<|action_end|>",
+    "jamba": '<tool_calls>[{"name": "function_name", "arguments": {"argument_name": "value"}}]</tool_calls>',
+    "hunyuan": '<tool_calls>[{"name": "function_name", "arguments": {"argument_name": "value"}}]</tool_calls>',
+    "xlam": '[{"name": "tool_name", "arguments": {"argument_name": "value"}}]',
+    "apertus": '<|tools_prefix|>[{"function_name": {"argument_name": "value"}}]<|tools_suffix|>',
+    "gigachat3": 'function call<|role_sep|>\n{"name": "function_name", "arguments": {"argument_name": "value"}}',
 }
 
 
