@@ -207,7 +207,7 @@ class JsonCallsBody:
         if what == "name":
             if not self.sink.allowed(text) or self.name is not None:
                 if self.name is None:
-                    log.info("%r is not an offered tool", text)
+                    log.debug("%r is not an offered tool", text)
                 return self._failed_or_skip()
             self.name = text
             self._maybe_start()
@@ -296,7 +296,7 @@ class NamedJsonBody:
             head = self.parse_header(buf[pos:j])
             if head is None or not self.sink.allowed(head[0]):
                 if head is not None:
-                    log.info("%r is not an offered tool", head[0])
+                    log.debug("%r is not an offered tool", head[0])
                 return pos, FAIL
             self.name, self.call_id = head
             pos, self.st = j + len(self.delim), "fence"
