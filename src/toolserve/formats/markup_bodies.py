@@ -11,13 +11,14 @@ Both write canonical JSON arguments through `ArgsWriter`.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .base import DONE, FAIL, MORE, Sink
 from .jsonstream import dumps, escape_str
-from .schema import coerce, is_plain_string, prop_schema
+from .schema import coerce, guess, is_plain_string, prop_schema, types_of
 
 _WS = " \t\r\n"
 
@@ -76,6 +77,11 @@ class XmlSyntax:
     unquote: bool = False  # minimax: name="x"
     name_stops: tuple[str, ...] = ()  # glm45: the name also ends (unconsumed) at these
     value_stops: tuple[str, ...] = ()  # a value left unclosed also ends (unconsumed) at these
+    string_attr: str = ""  # deepseek DSML: name="k" string="false" marks a JSON value (used without a schema)
+
+
+_ATTR = re.compile(r'\s*"([^"]*)"((?:\s+[\w-]+="[^"]*")*)\s*\Z')
+_PAIR = re.compile(r'([\w-]+)="([^"]*)"')
 
 
 class XmlParamsBody:
@@ -93,9 +99,15 @@ class XmlParamsBody:
         self.streaming = False
         self.first = True  # nothing of the value seen yet
         self.held = ""  # a trailing newline that may be layout
+        self.attrs: dict[str, str] = {}  # the attributes after the last name read (string_attr syntax)
+        self.json_value = False  # the value is a JSON literal typed by the model, not by a schema
 
     def _name(self, text: str) -> str:
         text = text.strip()
+        if self.sx.string_attr:
+            m = _ATTR.match(text)
+            self.attrs = dict(_PAIR.findall(m.group(2))) if m else {}
+            return m.group(1) if m else ""
         if self.sx.unquote and len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
             text = text[1:-1]
         return text
@@ -176,7 +188,10 @@ class XmlParamsBody:
     def _begin_value(self, key: str) -> None:
         self.key = key
         self.schema = prop_schema(self.sink.schema(self.name), key)
-        self.streaming = is_plain_string(self.schema)
+        # with no type from the schema, the model's own string="false" says the value is JSON
+        self.json_value = bool(self.sx.string_attr) and not types_of(self.schema) \
+            and self.attrs.get(self.sx.string_attr) == "false"
+        self.streaming = is_plain_string(self.schema) and not self.json_value
         self.raw, self.first, self.held = [], True, ""
         assert self.writer is not None
         self.writer.key(key)
@@ -225,6 +240,8 @@ class XmlParamsBody:
     def _finish_value(self, pos: int) -> tuple[int, int]:
         if self.streaming:
             self.sink.call_args('"')
+        elif self.json_value:
+            self.sink.call_args(dumps(guess("".join(self.raw))))
         else:
             self.sink.call_args(dumps(coerce("".join(self.raw), self.schema)))
         return pos, DONE

@@ -18,6 +18,7 @@ _MODULES = (
     "gemma3_tool_code", "mistral", "mistral_v11", "qwen3_coder", "deepseek_v3", "deepseek_v31",
     "glm45", "kimi_k2", "minimax_m2", "seed_oss", "gpt_oss", "granite", "command_r",
     "firefunction", "phi4_mini", "lfm2", "functiongemma", "gemma4", "generic_json",
+    "deepseek_v32", "deepseek_v4",
 )
 
 FORMATS: dict[str, Format] = {
@@ -38,6 +39,10 @@ def _deepseek(src: str) -> str:
     return "deepseek_v3" if "```json" in src or "function<｜tool▁sep｜>" in src else "deepseek_v31"
 
 
+def _deepseek_dsml(src: str) -> str:
+    return "deepseek_v32" if "function_calls" in src else "deepseek_v4"
+
+
 def _llama3(src: str) -> str:
     if "func_name1(" in src or "[func_name" in src:
         return "pythonic"
@@ -53,6 +58,7 @@ _MARKERS: tuple[tuple[tuple[str, ...], object], ...] = (
     (("<minimax:tool_call>",), "minimax_m2"),
     (("<seed:tool_call>",), "seed_oss"),
     (("<|tool_calls_section_begin|>",), "kimi_k2"),
+    (("｜DSML｜",), _deepseek_dsml),  # `dsml_token = "｜DSML｜"`: V3.2 writes function_calls, V4 tool_calls
     (("<｜tool▁sep｜>",), _deepseek),
     (("<arg_key>",), "glm45"),
     (("<function=", "<parameter="), "qwen3_coder"),

@@ -26,4 +26,5 @@ class Row:
     fmt: str = ""
 
 
-CORPORA = ("hermes", "deepseek", "gpt_oss", "qwen3_coder", "glm45", "mistral", "granite")
+CORPORA = ("hermes", "deepseek", "gpt_oss", "qwen3_coder", "glm45", "mistral", "granite",
+           "deepseek_dsml")

@@ -111,6 +111,12 @@ DS_CALLS = ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>")
 KIMI_SECTION = ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>")
 
 
+def _dsml_call(n: str, a: dict[str, Any]) -> str:
+    params = "".join(f'<｜DSML｜parameter name="{k}" string="{"true" if isinstance(v, str) else "false"}">{raw(v)}'
+                     "</｜DSML｜parameter>\n" for k, v in a.items())
+    return f'<｜DSML｜invoke name="{n}">\n{params}</｜DSML｜invoke>\n'
+
+
 def _qwen_params(args: dict[str, Any]) -> str:
     return "".join(f"<parameter={k}>\n{raw(v)}\n</parameter>\n" for k, v in args.items())
 
@@ -238,6 +244,16 @@ SYNTAX: dict[str, Syntax] = {
             f'<parameter name="{k}">{raw(v)}</parameter>\n' for k, v in a.items()) + "</invoke>\n",
         block=lambda cs: "<minimax:tool_call>\n" + "".join(cs) + "</minimax:tool_call>", think=THINK,
         malformed="<minimax:tool_call>\n<invoke get_weather>\n</invoke>\n</minimax:tool_call>"),
+    "deepseek_v32": Syntax(
+        call=lambda n, a, i: _dsml_call(n, a),
+        block=lambda cs: "<｜DSML｜function_calls>\n" + "".join(cs) + "</｜DSML｜function_calls>", think=THINK,
+        malformed="<｜DSML｜function_calls>\n<｜DSML｜invoke get_weather>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+        extra={"v4_block": Case('<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_time">\n</｜DSML｜invoke>\n'
+                                "</｜DSML｜tool_calls>", calls=(("get_time", {}, None),))}),
+    "deepseek_v4": Syntax(
+        call=lambda n, a, i: _dsml_call(n, a),
+        block=lambda cs: "<｜DSML｜tool_calls>\n" + "".join(cs) + "</｜DSML｜tool_calls>", think=THINK,
+        malformed="<｜DSML｜tool_calls>\n<｜DSML｜invoke get_weather>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"),
     "seed_oss": Syntax(
         call=lambda n, a, i: f"<seed:tool_call>\n<function={n}>\n" + "".join(
             f"<parameter={k}>{raw(v)}</parameter>\n" for k, v in a.items()) + "</function>\n</seed:tool_call>",

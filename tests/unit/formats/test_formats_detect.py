@@ -38,6 +38,12 @@ LFM2 = "List of tools: <|tool_list_start|>{{ tools }}<|tool_list_end|><|tool_cal
 LLAMA4 = "<|header_start|>assistant<|header_end|><|python_start|>{{ calls }}<|python_end|>"
 FUNCTIONGEMMA = "<start_function_declaration>declaration:{{ name }}<end_function_declaration><start_function_call>"
 GEMMA4 = '<|tool>declaration:{{ name }}<tool|><|tool_call>call:{{ name }}{ {{ k }}:<|"|>{{ v }}<|"|> }<tool_call|>'
+# llama.cpp models/templates/DeepSeek-V3.2.jinja (V3.2 ships an encoding script; GGUFs carry this)
+DEEPSEEK_V32 = ('{%- set dsml_token = "｜DSML｜" -%}{%- set thinking_start_token = "<think>" -%}\n'
+                '<{{ dsml_token }}function_calls>\n<{{ dsml_token }}invoke name="{{ tool_call.function.name }}">')
+# llama.cpp models/templates/deepseek-ai-DeepSeek-V4.jinja
+DEEPSEEK_V4 = ("{%- set dsml_token = '｜DSML｜' -%}{{- '\\n\\n<' + dsml_token + 'tool_calls>\\n' -}}"
+               "{{- '<' + dsml_token + 'invoke name=\"' + func['name'] + '\">\\n' -}}<tool_result>")
 FUNCTION_TAG = "<function={{ tool_call.function.name }}>{{ tool_call.function.arguments }}</function>"
 
 CASES = [
@@ -49,6 +55,7 @@ CASES = [
     (COMMAND_R, None, "command_r"), (FIREFUNCTION, None, "firefunction"), (PHI4, "phi3", "phi4_mini"),
     (LFM2, "lfm2", "lfm2"), (LLAMA4, "llama4", "llama4_pythonic"), (FUNCTIONGEMMA, "gemma3", "functiongemma"),
     (GEMMA4, "gemma4", "gemma4"), (FUNCTION_TAG, "llama", "function_tag"),
+    (DEEPSEEK_V32, "deepseek2", "deepseek_v32"), (DEEPSEEK_V4, "deepseek4", "deepseek_v4"),
 ]
 
 

@@ -44,6 +44,15 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "minimax_m2": ('<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n'
                    '<parameter name="days">2</parameter>\n</invoke>\n</minimax:tool_call>', "<response>22 C</response>",
                    "tool"),
+    "deepseek_v32": ('<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'
+                     '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n'
+                     '<｜DSML｜parameter name="days" string="false">2</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+                     "</｜DSML｜function_calls>", "<function_results>\n<result>22 C</result>\n</function_results>",
+                     "tool"),
+    "deepseek_v4": ('<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'
+                    '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n'
+                    '<｜DSML｜parameter name="days" string="false">2</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+                    "</｜DSML｜tool_calls>", "<tool_result>22 C</tool_result>", "user"),
     "seed_oss": ("<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n<parameter=days>2"
                  "</parameter>\n</function>\n</seed:tool_call>", "22 C", "tool"),
     "gpt_oss": ('<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>'
