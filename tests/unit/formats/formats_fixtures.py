@@ -271,8 +271,12 @@ SYNTAX: dict[str, Syntax] = {
                                          reasoning="Need it.", calls=(("get_time", {}, None),))}),
     "granite": Syntax(
         call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
-        block=lambda cs: "<|tool_call|>[" + ", ".join(cs) + "]",
-        malformed='<|tool_call|>[{"name": get_weather}]'),
+        block=lambda cs: "<|tool_call|>[" + ", ".join(cs) + "]", think=THINK,
+        malformed='<|tool_call|>[{"name": get_weather}]',
+        extra={"response_wrapper": Case("<think>Easy.</think><response>Noon.</response>", reasoning="Easy.",
+                                        content="Noon."),
+               "response_tag_in_prose": Case("Use <response> and </response> tags.",
+                                             content="Use <response> and </response> tags.")}),
     "command_r": Syntax(
         call=lambda n, a, i: f'{{"tool_call_id": "{i}", "tool_name": "{n}", "parameters": {J(a)}}}',
         block=lambda cs: "<|START_ACTION|>[\n    " + ",\n    ".join(cs) + "\n]<|END_ACTION|>",
