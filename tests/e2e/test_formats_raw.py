@@ -32,6 +32,12 @@ GRANITE_TEMPLATE = (
     "{% for m in messages %}<|start_of_role|>{{ m.role }}<|end_of_role|>{{ m.content }}<|end_of_text|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|start_of_role|>assistant<|end_of_role|>{% endif %}"
 )
+DSML_TEMPLATE = (
+    "{% set dsml_token = '｜DSML｜' %}<｜begin▁of▁sentence｜>Call tools with a <{{ dsml_token }}function_calls> block "
+    "of <{{ dsml_token }}invoke name=\"...\"> elements.{% for m in messages %}"
+    "{% if m.role == 'user' %}<｜User｜>{{ m.content }}{% else %}<｜Assistant｜>{{ m.content }}<｜end▁of▁sentence｜>{% endif %}"
+    "{% endfor %}{% if add_generation_prompt %}<｜Assistant｜><think>{% endif %}"
+)
 
 
 class CannedUpstream:
@@ -124,6 +130,13 @@ def granite(upstream: CannedUpstream, tmp_path_factory: pytest.TempPathFactory) 
     srv.stop()
 
 
+@pytest.fixture(scope="module")
+def dsml(upstream: CannedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    srv = front(upstream, DSML_TEMPLATE, tmp_path_factory.mktemp("dsml"), "dsml-raw")
+    yield srv
+    srv.stop()
+
+
 def client_of(srv: Server) -> OpenAI:
     return OpenAI(base_url=f"{srv.url}/v1", api_key="unused", max_retries=0, timeout=60)
 
@@ -185,3 +198,23 @@ def test_granite_call_after_reasoning(granite: Server, upstream: CannedUpstream)
     for msg in both(granite, "granite-raw", tools=TOOLS):
         assert msg == {"content": "", "reasoning": "Need the weather.", "calls": [("get_weather", {"city": "Paris"})],
                        "finish": "tool_calls"}
+
+
+def test_dsml_detected_from_template(dsml: Server) -> None:
+    ts = httpx.get(f"{dsml.url}/v1/models").json()["data"][0]["toolserve"]
+    assert (ts["mode"], ts["tool_format"]) == ("raw", "deepseek_v32")
+
+
+@pytest.mark.parametrize("piece", [1, 4, 9])
+def test_dsml_thinking_then_calls(dsml: Server, upstream: CannedUpstream, piece: int) -> None:
+    d = "｜DSML｜"
+    upstream.text = (f"The user wants Paris.</think>\n\n<{d}function_calls>\n<{d}invoke name=\"get_weather\">\n"
+                     f"<{d}parameter name=\"city\" string=\"true\">Paris</{d}parameter>\n"
+                     f"<{d}parameter name=\"days\" string=\"false\">2</{d}parameter>\n</{d}invoke>\n"
+                     f"<{d}invoke name=\"get_weather\">\n<{d}parameter name=\"city\" string=\"true\">Lyon</{d}parameter>\n"
+                     f"</{d}invoke>\n</{d}function_calls><｜end▁of▁sentence｜>")
+    upstream.piece = piece
+    for msg in both(dsml, "dsml-raw", tools=TOOLS):
+        assert msg == {"content": "", "reasoning": "The user wants Paris.", "finish": "tool_calls",
+                       "calls": [("get_weather", {"city": "Paris", "days": 2}), ("get_weather", {"city": "Lyon"})]}
+    assert upstream.prompts[-1].endswith("<｜Assistant｜><think>")
