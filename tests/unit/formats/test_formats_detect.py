@@ -27,6 +27,10 @@ DEEPSEEK_V31 = ("'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + too
                 "tool['function']['arguments'] + '<｜tool▁call▁end｜>'")
 GLM45 = "<tool_call>{{ tc.name }}\n{% for k, v in args %}<arg_key>{{ k }}</arg_key>\n<arg_value>{{ v }}</arg_value>"
 KIMI = "<|tool_calls_section_begin|><|tool_call_begin|>{{ id }}<|tool_call_argument_begin|>"
+# llama.cpp models/templates/Kimi-K2-Thinking.jinja: <think> history, the same call markers
+KIMI_THINKING = ("<|im_assistant|>{{role_name}}<|im_middle|>{%- set rc = message.get('reasoning_content', '') -%}"
+                 "<think>{{rc}}</think>{{render_content(message)}}<|tool_calls_section_begin|>{%- for tool_call in "
+                 "message['tool_calls'] -%}<|tool_call_begin|>{{ formatted_id }}<|tool_call_argument_begin|>")
 MINIMAX = '<minimax:tool_call>\n<invoke name="tool-name-1">'
 SEED = "<seed:think></seed:think><seed:tool_call>\n<function=example_function_name>"
 GPT_OSS = "<|start|>assistant<|channel|>commentary to=functions.{{ name }} <|constrain|>json<|message|>"
@@ -55,7 +59,7 @@ CASES = [
     (COMMAND_R, None, "command_r"), (FIREFUNCTION, None, "firefunction"), (PHI4, "phi3", "phi4_mini"),
     (LFM2, "lfm2", "lfm2"), (LLAMA4, "llama4", "llama4_pythonic"), (FUNCTIONGEMMA, "gemma3", "functiongemma"),
     (GEMMA4, "gemma4", "gemma4"), (FUNCTION_TAG, "llama", "function_tag"),
-    (DEEPSEEK_V32, "deepseek2", "deepseek_v32"), (DEEPSEEK_V4, "deepseek4", "deepseek_v4"),
+    (KIMI_THINKING, "deepseek2", "kimi_k2"), (DEEPSEEK_V32, "deepseek2", "deepseek_v32"), (DEEPSEEK_V4, "deepseek4", "deepseek_v4"),
 ]
 
 
