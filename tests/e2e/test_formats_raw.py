@@ -38,6 +38,11 @@ DSML_TEMPLATE = (
     "{% if m.role == 'user' %}<｜User｜>{{ m.content }}{% else %}<｜Assistant｜>{{ m.content }}<｜end▁of▁sentence｜>{% endif %}"
     "{% endfor %}{% if add_generation_prompt %}<｜Assistant｜><think>{% endif %}"
 )
+M3_TEMPLATE = (
+    "{% set ns_token = ']<]minimax[>[' %}]~!b[]~b]system\nCall tools in a {{ ns_token }}<tool_call> block.[e~[\n"
+    "{% for m in messages %}]~b]{{ 'ai' if m.role == 'assistant' else m.role }}\n{{ m.content }}[e~[\n{% endfor %}"
+    "{% if add_generation_prompt %}]~b]ai\n<mm:think>\n{% endif %}"
+)
 
 
 class CannedUpstream:
@@ -137,6 +142,13 @@ def dsml(upstream: CannedUpstream, tmp_path_factory: pytest.TempPathFactory) -> 
     srv.stop()
 
 
+@pytest.fixture(scope="module")
+def m3(upstream: CannedUpstream, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    srv = front(upstream, M3_TEMPLATE, tmp_path_factory.mktemp("m3"), "m3-raw")
+    yield srv
+    srv.stop()
+
+
 def client_of(srv: Server) -> OpenAI:
     return OpenAI(base_url=f"{srv.url}/v1", api_key="unused", max_retries=0, timeout=60)
 
@@ -218,3 +230,16 @@ def test_dsml_thinking_then_calls(dsml: Server, upstream: CannedUpstream, piece:
         assert msg == {"content": "", "reasoning": "The user wants Paris.", "finish": "tool_calls",
                        "calls": [("get_weather", {"city": "Paris", "days": 2}), ("get_weather", {"city": "Lyon"})]}
     assert upstream.prompts[-1].endswith("<｜Assistant｜><think>")
+
+
+@pytest.mark.parametrize("piece", [2, 6])
+def test_minimax_m3_nested_call_after_reasoning(m3: Server, upstream: CannedUpstream, piece: int) -> None:
+    ns = "]<]minimax[>["
+    upstream.text = (f"Paris, two days.\n</mm:think>\n\n{ns}<tool_call>\n{ns}<invoke name=\"get_weather\">"
+                     f"{ns}<city>Paris{ns}</city>{ns}<days>2{ns}</days>{ns}</invoke>\n{ns}</tool_call>[e~[")
+    upstream.piece = piece
+    ts = httpx.get(f"{m3.url}/v1/models").json()["data"][0]["toolserve"]
+    assert ts["tool_format"] == "minimax_m3"
+    for msg in both(m3, "m3-raw", tools=TOOLS):
+        assert msg == {"content": "", "reasoning": "Paris, two days.", "finish": "tool_calls",
+                       "calls": [("get_weather", {"city": "Paris", "days": 2})]}

@@ -18,7 +18,7 @@ _MODULES = (
     "gemma3_tool_code", "mistral", "mistral_v11", "qwen3_coder", "deepseek_v3", "deepseek_v31",
     "glm45", "kimi_k2", "minimax_m2", "seed_oss", "gpt_oss", "granite", "command_r",
     "firefunction", "phi4_mini", "lfm2", "functiongemma", "gemma4", "generic_json",
-    "deepseek_v32", "deepseek_v4",
+    "deepseek_v32", "deepseek_v4", "minimax_m3",
 )
 
 FORMATS: dict[str, Format] = {
@@ -55,6 +55,8 @@ def _llama3(src: str) -> str:
 _MARKERS: tuple[tuple[tuple[str, ...], object], ...] = (
     (("<|channel|>",), "gpt_oss"),
     (("<|constrain|>",), "gpt_oss"),
+    (("]<]minimax[>[",), "minimax_m3"),  # M3's namespace token before every tag
+    (("<mm:think>",), "minimax_m3"),  # forks' M3 template: M2's call block with M3's thinking tags
     (("<minimax:tool_call>",), "minimax_m2"),
     (("<seed:tool_call>",), "seed_oss"),
     (("<|tool_calls_section_begin|>",), "kimi_k2"),

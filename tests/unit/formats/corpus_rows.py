@@ -27,4 +27,4 @@ class Row:
 
 
 CORPORA = ("hermes", "deepseek", "gpt_oss", "qwen3_coder", "glm45", "mistral", "granite",
-           "deepseek_dsml", "kimi_k2")
+           "deepseek_dsml", "kimi_k2", "minimax_m3")

@@ -117,6 +117,17 @@ def _dsml_call(n: str, a: dict[str, Any]) -> str:
     return f'<｜DSML｜invoke name="{n}">\n{params}</｜DSML｜invoke>\n'
 
 
+M3 = "]<]minimax[>["
+
+
+def _m3(value: Any) -> str:
+    if isinstance(value, dict):
+        return "".join(f"{M3}<{k}>{_m3(v)}{M3}</{k}>" for k, v in value.items())
+    if isinstance(value, list):
+        return "".join(f"{M3}<item>{_m3(v)}{M3}</item>" for v in value)
+    return raw(value)
+
+
 def _qwen_params(args: dict[str, Any]) -> str:
     return "".join(f"<parameter={k}>\n{raw(v)}\n</parameter>\n" for k, v in args.items())
 
@@ -254,6 +265,12 @@ SYNTAX: dict[str, Syntax] = {
         call=lambda n, a, i: _dsml_call(n, a),
         block=lambda cs: "<｜DSML｜tool_calls>\n" + "".join(cs) + "</｜DSML｜tool_calls>", think=THINK,
         malformed="<｜DSML｜tool_calls>\n<｜DSML｜invoke get_weather>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"),
+    "minimax_m3": Syntax(
+        call=lambda n, a, i: f'{M3}<invoke name="{n}">{_m3(a)}{M3}</invoke>\n',
+        block=lambda cs: f"{M3}<tool_call>\n" + "".join(cs) + f"{M3}</tool_call>", think=("<mm:think>", "</mm:think>"),
+        malformed=f"{M3}<tool_call>\n{M3}<invoke get_weather>{M3}</invoke>\n{M3}</tool_call>",
+        extra={"m2_block": Case('<minimax:tool_call>\n<invoke name="get_time">\n</invoke>\n</minimax:tool_call>',
+                                calls=(("get_time", {}, None),))}),
     "seed_oss": Syntax(
         call=lambda n, a, i: f"<seed:tool_call>\n<function={n}>\n" + "".join(
             f"<parameter={k}>{raw(v)}</parameter>\n" for k, v in a.items()) + "</function>\n</seed:tool_call>",

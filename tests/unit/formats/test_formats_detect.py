@@ -48,6 +48,12 @@ DEEPSEEK_V32 = ('{%- set dsml_token = "｜DSML｜" -%}{%- set thinking_start_tok
 # llama.cpp models/templates/deepseek-ai-DeepSeek-V4.jinja
 DEEPSEEK_V4 = ("{%- set dsml_token = '｜DSML｜' -%}{{- '\\n\\n<' + dsml_token + 'tool_calls>\\n' -}}"
                "{{- '<' + dsml_token + 'invoke name=\"' + func['name'] + '\">\\n' -}}<tool_result>")
+# MiniMax M3: the namespace token as llama.cpp's test-chat template sets it, and the forks' override
+# (models/templates/MiniMax-M3.jinja in ik_llama.cpp) that keeps M2's call block with M3's thinking tags
+MINIMAX_M3 = ("{%- set ns_token = ']<]minimax[>[' -%}{%- set toolcall_begin_token = ns_token ~ '<tool_call>' -%}"
+              "{%- if add_generation_prompt -%}{{- '<mm:think>' -}}{%- endif -%}")
+MINIMAX_M3_FORK = ("{%- set toolcall_begin_token   = '<minimax:tool_call>'         -%}\n"
+                   "{%- set think_begin_token      = '<mm:think>'                  -%}")
 FUNCTION_TAG = "<function={{ tool_call.function.name }}>{{ tool_call.function.arguments }}</function>"
 
 CASES = [
@@ -59,7 +65,7 @@ CASES = [
     (COMMAND_R, None, "command_r"), (FIREFUNCTION, None, "firefunction"), (PHI4, "phi3", "phi4_mini"),
     (LFM2, "lfm2", "lfm2"), (LLAMA4, "llama4", "llama4_pythonic"), (FUNCTIONGEMMA, "gemma3", "functiongemma"),
     (GEMMA4, "gemma4", "gemma4"), (FUNCTION_TAG, "llama", "function_tag"),
-    (KIMI_THINKING, "deepseek2", "kimi_k2"), (DEEPSEEK_V32, "deepseek2", "deepseek_v32"), (DEEPSEEK_V4, "deepseek4", "deepseek_v4"),
+    (KIMI_THINKING, "deepseek2", "kimi_k2"), (MINIMAX_M3, None, "minimax_m3"), (MINIMAX_M3_FORK, None, "minimax_m3"), (DEEPSEEK_V32, "deepseek2", "deepseek_v32"), (DEEPSEEK_V4, "deepseek4", "deepseek_v4"),
 ]
 
 

@@ -53,6 +53,9 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
                     '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n'
                     '<｜DSML｜parameter name="days" string="false">2</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
                     "</｜DSML｜tool_calls>", "<tool_result>22 C</tool_result>", "user"),
+    "minimax_m3": (']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="get_weather">]<]minimax[>[<city>Paris'
+                   ']<]minimax[>[</city>]<]minimax[>[<days>2]<]minimax[>[</days>]<]minimax[>[</invoke>\n'
+                   "]<]minimax[>[</tool_call>", "22 C", "tool"),
     "seed_oss": ("<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n<parameter=days>2"
                  "</parameter>\n</function>\n</seed:tool_call>", "22 C", "tool"),
     "gpt_oss": ('<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>'
