@@ -159,6 +159,9 @@ class XmlParamsBody:
                         self._end_call()
                         return pos, DONE
                     return pos, MORE
+                if not key and sx.string_attr:  # attributes that do not parse: a broken call
+                    self._end_call()
+                    return pos, FAIL
                 if sx.value_open:
                     k = _skip_ws(buf, j)
                     if not buf.startswith(sx.value_open, k):

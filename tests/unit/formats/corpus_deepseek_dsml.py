@@ -69,6 +69,11 @@ ROWS = [
         calls=(("get_weather", {"arguments": {"city": "Beijing"}}),), source=VLLM_V32),
     Row("multiline_string_as_is", block(invoke("get_weather", param("city", "line1\nline2 <b> & \"q\""))),
         calls=(("get_weather", {"city": 'line1\nline2 <b> & "q"'}),), source=TEMPLATE_V32),
+    # a parameter tag whose attributes do not parse names no key: the call keeps what came before and
+    # the rest of its block is dropped, as for any call that breaks after it started
+    Row("unparsable_parameter_tag", f"<{D}function_calls>\n" + invoke("get_weather", param("city", "Paris"),
+                                                                     f"<{D}parameter name='unit'>c</{D}parameter>")
+        + f"\n</{D}function_calls>", calls=(PARIS,), source=OWN),
     Row("text_after_block", block(W_PARIS) + "\nChecking now.", content="Checking now.", calls=(PARIS,), source=OWN),
     Row("eos_after_block", block(W_PARIS) + "<｜end▁of▁sentence｜>", calls=(PARIS,), source=TEMPLATE_V32),
     Row("unknown_tool_is_text", block(invoke("nope", param("x", "1"))), content=block(invoke("nope", param("x", "1"))),
