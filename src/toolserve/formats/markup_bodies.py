@@ -11,6 +11,7 @@ Both write canonical JSON arguments through `ArgsWriter`.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from .jsonstream import dumps, escape_str
 from .schema import coerce, guess, is_plain_string, prop_schema, types_of
 
 _WS = " \t\r\n"
+log = logging.getLogger(__name__)
 
 
 class ArgsWriter:
@@ -197,8 +199,8 @@ class XmlParamsBody:
         self.streaming = is_plain_string(self.schema) and not self.json_value
         self.raw, self.first, self.held = [], True, ""
         assert self.writer is not None
-        self.writer.key(key)
-        if self.streaming:
+        if self.streaming:  # a string streams from its key on; any other value is written whole
+            self.writer.key(key)
             self.sink.call_args('"')
 
     def _text(self, text: str) -> None:
@@ -213,7 +215,7 @@ class XmlParamsBody:
         close = self.sx.param_close
         if self.first:
             if pos >= len(buf):
-                return (pos, MORE) if not final else self._finish_value(pos)
+                return (pos, MORE) if not final else self._finish_value(pos, False)
             self.first = False
             if self.sx.strip_newline and buf[pos] == "\n":
                 pos += 1
@@ -222,12 +224,9 @@ class XmlParamsBody:
             k = buf.find(stop, pos, j if j >= 0 else len(buf))
             if k >= 0:
                 j, after = k, 0
-        if j >= 0:
-            end = j
-        elif final:
-            end = len(buf)
-        else:
-            end = min(_hold_from(buf, pos, m) for m in (close, *self.sx.value_stops))
+        # without a close: up to a possible close tag still arriving (or cut short at the end of
+        # the output, where it is not part of the value either)
+        end = j if j >= 0 else min(_hold_from(buf, pos, m) for m in (close, *self.sx.value_stops))
         chunk = buf[pos:end]
         if chunk:
             chunk, self.held = self.held + chunk, ""
@@ -235,18 +234,23 @@ class XmlParamsBody:
                 chunk, self.held = chunk[:-1], "\n"
             self._text(chunk)
         if j >= 0:
-            return self._finish_value(j + after)
+            return self._finish_value(j + after, True)
         if final:
-            return self._finish_value(end)
+            return self._finish_value(len(buf), False)
         return end, MORE
 
-    def _finish_value(self, pos: int) -> tuple[int, int]:
+    def _finish_value(self, pos: int, complete: bool) -> tuple[int, int]:
+        """Closes a string as far as it got; any other value only when the model finished it
+        (a number or object cut by the end of the output is left out, never guessed)."""
+        assert self.writer is not None
         if self.streaming:
             self.sink.call_args('"')
+        elif not complete:
+            log.info("parameter %r cut off before its value ended; left out", self.key)
         elif self.json_value:
-            self.sink.call_args(dumps(guess("".join(self.raw))))
+            self.writer.member(self.key, guess("".join(self.raw)))
         else:
-            self.sink.call_args(dumps(coerce("".join(self.raw), self.schema)))
+            self.writer.member(self.key, coerce("".join(self.raw), self.schema))
         return pos, DONE
 
 
