@@ -14,6 +14,7 @@ VLLM = "vLLM tests/tool_parsers/test_kimi_k2_tool_parser.py"
 VLLM_R = "vLLM tests/reasoning/test_kimi_k2_reasoning_parser.py"
 LLAMA_CPP = "llama.cpp tests/test-chat.cpp (moonshotai-Kimi-K2, Kimi-K2-Instruct templates)"
 TEMPLATE_THINKING = "llama.cpp models/templates/Kimi-K2-Thinking.jinja (tool-call and thinking layout)"
+SGLANG = "SGLang test/srt function-call tests (KimiK2Detector)"
 OWN = "toolserve's own row"
 
 SB, SE = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
@@ -51,6 +52,10 @@ ROWS = [
         calls=(("record", {"s": "<div>content</div>"}, "functions.record:0"),), source=VLLM),
     Row("multiline_json", "Formatted. " + section(call("functions.record:0", '{\n  "s": "test",\n  "i": 123\n}', " ")),
         content="Formatted.", calls=(("record", {"s": "test", "i": 123}, "functions.record:0"),), source=VLLM),
+    # the index counts calls over the whole conversation: a later turn starts past 0 (SGLang)
+    Row("conversation_wide_index", "Let me check." + section(call("functions.get_weather:5", '{"city": "Paris"}'),
+                                                             call("functions.get_time:6", "{}")),
+        content="Let me check.", calls=(W("Paris", 5), ("get_time", {}, "functions.get_time:6")), source=SGLANG),
     Row("id_without_functions_prefix", "No prefix. " + section(call("get_weather:0", '{"city": "Tokyo"}', " ")),
         content="No prefix.", calls=(W("Tokyo", 0, ""),), source=VLLM),
     Row("empty_arguments", "Empty args. " + section(call("functions.get_time:0", "{}", " ")), content="Empty args.",
