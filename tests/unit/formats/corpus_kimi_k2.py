@@ -93,7 +93,7 @@ ROWS = [
     Row("think_then_calls", "<think>Need two cities.</think>" + section(call("functions.get_weather:0", '{"city": "Paris"}'),
                                                                         call("functions.get_weather:1", '{"city": "Oslo"}')),
         reasoning="Need two cities.", calls=(W("Paris"), W("Oslo", 1)), source=TEMPLATE_THINKING),
-    # K2.5 with thinking on: the template opens <think>, the output starts inside it
+    # vLLM reads text with no <think> as reasoning; toolserve does when the prompt ended with <think>
     Row("reasoning_opened_by_template", "implicit reasoning</think>answer", reasoning="implicit reasoning",
         content="answer", thinking_open=True, source=VLLM_R),
     Row("unterminated_reasoning", "<think>still thinking", reasoning="still thinking", source=VLLM_R),
