@@ -96,5 +96,7 @@ ROWS = [
     # vLLM reads text with no <think> as reasoning; toolserve does when the prompt ended with <think>
     Row("reasoning_opened_by_template", "implicit reasoning</think>answer", reasoning="implicit reasoning",
         content="answer", thinking_open=True, source=VLLM_R),
+    Row("no_think_tag_without_open_prompt_is_content", "implicit reasoning with no tags",
+        content="implicit reasoning with no tags", source=VLLM_R),
     Row("unterminated_reasoning", "<think>still thinking", reasoning="still thinking", source=VLLM_R),
 ]
