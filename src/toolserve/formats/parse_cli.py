@@ -190,7 +190,7 @@ def _notes(fmt: Format, text: str, tools: list[ToolSpec], calls: int, parser_log
 
 class _Collect(logging.Handler):
     def __init__(self) -> None:
-        super().__init__(logging.INFO)
+        super().__init__(logging.DEBUG)
         self.lines: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -246,7 +246,7 @@ def main(argv: list[str]) -> int:
     logger = logging.getLogger(__package__)
     old_level = logger.level
     logger.addHandler(collect)
-    logger.setLevel(logging.INFO)
+    logger.setLevel(logging.DEBUG)
     try:
         parser = fmt.new_parser(tools, thinking_open=args.thinking_open)
         deltas: list[Delta] = []

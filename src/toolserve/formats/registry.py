@@ -20,6 +20,7 @@ _MODULES = (
     "glm45", "kimi_k2", "minimax_m2", "seed_oss", "gpt_oss", "granite", "command_r",
     "firefunction", "phi4_mini", "lfm2", "functiongemma", "gemma4", "generic_json",
     "internlm2", "jamba", "hunyuan", "xlam", "apertus", "gigachat3",
+    "deepseek_v32", "deepseek_v4", "minimax_m3",
 )
 
 FORMATS: dict[str, Format] = {
@@ -41,6 +42,11 @@ def _deepseek(src: str) -> str:
     return "deepseek_v3" if "```json" in src or "function<｜tool▁sep｜>" in src else "deepseek_v31"
 
 
+def _deepseek_dsml(src: str) -> str:
+    """`function_calls` blocks are V3.2's, else V4's"""
+    return "deepseek_v32" if "function_calls" in src else "deepseek_v4"
+
+
 def _llama3(src: str) -> str:
     """pythonic example calls, or `<function=` without the JSON prompt, else Llama 3 JSON"""
     if "func_name1(" in src or "[func_name" in src:
@@ -54,6 +60,8 @@ def _llama3(src: str) -> str:
 _MARKERS: tuple[tuple[tuple[str, ...], object], ...] = (
     (("<|channel|>",), "gpt_oss"),
     (("<|constrain|>",), "gpt_oss"),
+    (("]<]minimax[>[",), "minimax_m3"),  # M3's namespace token before every tag
+    (("<mm:think>",), "minimax_m3"),  # forks' M3 template: M2's call block with M3's thinking tags
     (("<minimax:tool_call>",), "minimax_m2"),
     (("<seed:tool_call>",), "seed_oss"),
     (("<|action_start|>",), "internlm2"),
@@ -63,6 +71,7 @@ _MARKERS: tuple[tuple[tuple[str, ...], object], ...] = (
     (("<|inner_prefix|>",), "apertus"),
     (("<|role_sep|>", "function call"), "gigachat3"),
     (("<|tool_calls_section_begin|>",), "kimi_k2"),
+    (("｜DSML｜",), _deepseek_dsml),  # `dsml_token = "｜DSML｜"`: V3.2 writes function_calls, V4 tool_calls
     (("<｜tool▁sep｜>",), _deepseek),
     (("<arg_key>",), "glm45"),
     (("<function=", "<parameter="), "qwen3_coder"),

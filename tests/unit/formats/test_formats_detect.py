@@ -27,6 +27,10 @@ DEEPSEEK_V31 = ("'<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + too
                 "tool['function']['arguments'] + '<｜tool▁call▁end｜>'")
 GLM45 = "<tool_call>{{ tc.name }}\n{% for k, v in args %}<arg_key>{{ k }}</arg_key>\n<arg_value>{{ v }}</arg_value>"
 KIMI = "<|tool_calls_section_begin|><|tool_call_begin|>{{ id }}<|tool_call_argument_begin|>"
+# llama.cpp models/templates/Kimi-K2-Thinking.jinja: <think> history, the same call markers
+KIMI_THINKING = ("<|im_assistant|>{{role_name}}<|im_middle|>{%- set rc = message.get('reasoning_content', '') -%}"
+                 "<think>{{rc}}</think>{{render_content(message)}}<|tool_calls_section_begin|>{%- for tool_call in "
+                 "message['tool_calls'] -%}<|tool_call_begin|>{{ formatted_id }}<|tool_call_argument_begin|>")
 MINIMAX = '<minimax:tool_call>\n<invoke name="tool-name-1">'
 SEED = "<seed:think></seed:think><seed:tool_call>\n<function=example_function_name>"
 GPT_OSS = "<|start|>assistant<|channel|>commentary to=functions.{{ name }} <|constrain|>json<|message|>"
@@ -38,6 +42,18 @@ LFM2 = "List of tools: <|tool_list_start|>{{ tools }}<|tool_list_end|><|tool_cal
 LLAMA4 = "<|header_start|>assistant<|header_end|><|python_start|>{{ calls }}<|python_end|>"
 FUNCTIONGEMMA = "<start_function_declaration>declaration:{{ name }}<end_function_declaration><start_function_call>"
 GEMMA4 = '<|tool>declaration:{{ name }}<tool|><|tool_call>call:{{ name }}{ {{ k }}:<|"|>{{ v }}<|"|> }<tool_call|>'
+# llama.cpp models/templates/DeepSeek-V3.2.jinja (V3.2 ships an encoding script; GGUFs carry this)
+DEEPSEEK_V32 = ('{%- set dsml_token = "｜DSML｜" -%}{%- set thinking_start_token = "<think>" -%}\n'
+                '<{{ dsml_token }}function_calls>\n<{{ dsml_token }}invoke name="{{ tool_call.function.name }}">')
+# llama.cpp models/templates/deepseek-ai-DeepSeek-V4.jinja
+DEEPSEEK_V4 = ("{%- set dsml_token = '｜DSML｜' -%}{{- '\\n\\n<' + dsml_token + 'tool_calls>\\n' -}}"
+               "{{- '<' + dsml_token + 'invoke name=\"' + func['name'] + '\">\\n' -}}<tool_result>")
+# MiniMax M3: the namespace token as llama.cpp's test-chat template sets it, and the forks' override
+# (models/templates/MiniMax-M3.jinja in ik_llama.cpp) that keeps M2's call block with M3's thinking tags
+MINIMAX_M3 = ("{%- set ns_token = ']<]minimax[>[' -%}{%- set toolcall_begin_token = ns_token ~ '<tool_call>' -%}"
+              "{%- if add_generation_prompt -%}{{- '<mm:think>' -}}{%- endif -%}")
+MINIMAX_M3_FORK = ("{%- set toolcall_begin_token   = '<minimax:tool_call>'         -%}\n"
+                   "{%- set think_begin_token      = '<mm:think>'                  -%}")
 FUNCTION_TAG = "<function={{ tool_call.function.name }}>{{ tool_call.function.arguments }}</function>"
 # InternLM 2.5's template is plain ChatML (the architecture decides); lmdeploy's tool-aware one
 # writes the action markers
@@ -74,6 +90,7 @@ CASES = [
     (INTERNLM2, "internlm2", "internlm2"), (INTERNLM2_TOOLS, None, "internlm2"), (JAMBA, "jamba", "jamba"),
     (HUNYUAN, "hunyuan-moe", "hunyuan"), (XLAM_LLAMA, "llama", "xlam"), (XLAM_QWEN, "qwen2", "xlam"),
     (APERTUS, "apertus", "apertus"), (GIGACHAT3, "deepseek2", "gigachat3"),
+    (KIMI_THINKING, "deepseek2", "kimi_k2"), (MINIMAX_M3, None, "minimax_m3"), (MINIMAX_M3_FORK, None, "minimax_m3"), (DEEPSEEK_V32, "deepseek2", "deepseek_v32"), (DEEPSEEK_V4, "deepseek4", "deepseek_v4"),
 ]
 
 
