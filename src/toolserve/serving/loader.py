@@ -10,6 +10,7 @@ from pathlib import Path
 from toolserve.config import LoraSpec, ModelConfig, auto_parallel
 from toolserve.engine.base import Engine, Lora
 from toolserve.engine.llama_cpp import LlamaCppEngine
+from toolserve.engine.remote import RemoteEngine
 from toolserve.engine.repack import decide_repack
 from toolserve.errors import ModelLoadError
 from toolserve.formats.registry import detect_format, get_format
@@ -85,8 +86,8 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
     threads = cfg.threads or os.cpu_count() or 1
     repack = decide_repack(cfg.no_repack, str(_probe_model(path)))
     layers, chosen = gpu_layers(cfg, path, n)
-    engine: Engine = LlamaCppEngine(
-        str(path),
+    settings = dict(
+        path=str(path),
         n_ctx=cfg.ctx_size,
         n_threads=threads,
         cache_ram_mb=cfg.cache_ram,
@@ -105,6 +106,11 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
         kv_offload=not cfg.no_kv_offload,
         placed_by=chosen,
     )
+    engine: Engine
+    if cfg.engine_process:  # a native fault ends that process, not the server (engine/remote.py)
+        engine = RemoteEngine(settings, hang_timeout=cfg.engine_timeout)
+    else:
+        engine = LlamaCppEngine(**settings)  # type: ignore[arg-type]
     info = engine.info
     source, label = choose_template(info.chat_template, info.architecture, override)
     template = ChatTemplate(source, bos_token=info.bos_token, eos_token=info.eos_token, label=label)
@@ -115,6 +121,8 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
         "loaded %s in %.2f s: architecture %s, context %d per sequence, %d sequence(s), chat template %s, tool format %s, weight repacking %s",
         model_id, time.perf_counter() - started, info.architecture, info.n_ctx, n, label, fmt_id, "on" if repack else "off",
     )
+    if isinstance(engine, RemoteEngine):
+        log.info("%s: engine process %d (restarted if it dies or hangs for %g s)", model_id, engine.pid, cfg.engine_timeout)
     if info.placement is not None:
         log.info("%s: %s", model_id, info.placement.summary())
     for a in cfg.lora:
