@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -73,7 +73,7 @@ def wait_ready(url: str, old_pid: int, model: str | None = None) -> int:
 class Streams:
     """One streamed request of each protocol, read in threads; `started` once each has sent a token."""
 
-    BODIES = {
+    BODIES: ClassVar[dict[str, dict[str, Any]]] = {
         "/v1/chat/completions": {**LONG, "stream": True},
         "/v1/responses": {"input": LONG["messages"][0]["content"], "max_output_tokens": 400, "temperature": 0, "stream": True},
         "/v1/messages": {"max_tokens": 400, "temperature": 0, "messages": LONG["messages"], "stream": True},
