@@ -515,6 +515,8 @@ class StreamParser:
         if close.startswith(rest) and not final:
             return pos, False
         self._closing = None
+        if rest and close.startswith(rest):  # the close marker cut by the end of the output
+            return n, True
         return pos, True
 
     def _skip(self, buf: str, pos: int, final: bool) -> tuple[int, bool]:
