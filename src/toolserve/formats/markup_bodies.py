@@ -261,11 +261,12 @@ class KvCallsBody:
     """`call:n{k:<esc>v<esc>,...}`, several per block; members stream one by one.
 
     Besides the family's `esc`-delimited strings, a value may be a JSON string (`k:"say \\"hi\\""`,
-    Ollama reads it); a member ends at a comma, at the closing brace, or right after a string
-    value closes (vLLM reads `k:<esc>a<esc>j:<esc>b<esc>` without commas). A stray `:` before
-    `call:` is skipped (vLLM reads `<|tool_call>:call:…`). `close` is the block's closing
-    marker, a special token no string holds: a string still open there ends at it, and a `}` just
-    before it closes the call (Ollama repairs `{k:<esc>ls}<close>` the same way).
+    Ollama reads it) or a single-quoted one (`k:'Paris'`, in SGLang's and Ollama's suites). A
+    member ends at a comma, at the closing brace, or right after a string value closes (vLLM
+    reads `k:<esc>a<esc>j:<esc>b<esc>` without commas). A stray `:` before `call:` is skipped
+    (vLLM reads `<|tool_call>:call:…`). `close` is the block's closing marker, a special token no
+    string holds: a string still open there ends at it, and a `}` just before it closes the call
+    (Ollama repairs `{k:<esc>ls}<close>` the same way).
     """
 
     next_state: str | None = None
@@ -281,7 +282,7 @@ class KvCallsBody:
         self.member: list[str] = []
         self.depth = 0
         self.in_str = False  # inside an esc-delimited string
-        self.in_json = False  # inside a "JSON string"
+        self.in_json = ""  # the quote of the "JSON" or 'Python' string being read, if any
         self.json_esc = False  # the JSON string's last character was a backslash
         self.colon = False  # the current member's key is complete (`k:` seen at depth 0)
 
@@ -304,7 +305,8 @@ class KvCallsBody:
                     self.sink.start_call(name)
                     self.name, self.writer = name, ArgsWriter(self.sink)
                     self.st, self.member, self.depth = "args", [], 0
-                    self.in_str = self.in_json = self.json_esc = self.colon = False
+                    self.in_str = self.json_esc = self.colon = False
+                    self.in_json = ""
                     pos = j + 1
                     continue
                 if not final and _partial(buf, i, ("call:",)):
@@ -347,8 +349,8 @@ class KvCallsBody:
                     self.json_esc = False
                 elif c == "\\":
                     self.json_esc = True
-                elif c == '"':
-                    self.in_json = False
+                elif c == self.in_json:
+                    self.in_json = ""
                     if not self._string_closed():
                         self.sink.abort_call()
                         return i, FAIL
@@ -369,8 +371,8 @@ class KvCallsBody:
             if not final and n - i < max(len(esc), len(self.close)) and any(
                     m and m.startswith(buf[i:]) for m in (esc, self.close)):
                 break
-            if c == '"':
-                self.in_json = True
+            if c == '"' or (c == "'" and not "".join(self.member).rpartition(":")[2].strip()):
+                self.in_json = c  # a single quote opens a string only where a value starts
             elif c == ":" and self.depth == 0:
                 self.colon = True
             elif c in "{[":
@@ -393,7 +395,7 @@ class KvCallsBody:
             i += 1
         if final and i >= n:  # cut off: keep the members that parsed
             if self.in_str or self.in_json:  # a string cut short keeps what was written
-                self._emit_member(close=self.esc if self.in_str else '"')
+                self._emit_member(close=self.esc if self.in_str else self.in_json)
             elif "".join(self.member).strip():  # any other value cut there is left out (`4` of `42`)
                 log.info("argument cut off before its value ended; left out")
             self.sink.abort_call()
@@ -432,7 +434,7 @@ class KvCallsBody:
             key = key[len(self.esc):-len(self.esc)]
         key = key.strip("\"'")
         schema = prop_schema(self.sink.schema(self.name), key)
-        if close and not value.strip().startswith((self.esc, '"')):
+        if close and not value.strip().startswith((self.esc, '"', "'")):
             return False  # only a top-level string is kept when cut
         try:
             parsed, end = parse_kv_value(value + close, _skip_ws(value, 0), self.esc, schema)
@@ -457,6 +459,12 @@ def parse_kv_value(s: str, i: int, esc: str, schema: dict[str, Any]) -> tuple[An
     if s[i] == '"':
         text, end = json.JSONDecoder().raw_decode(s, i)
         return (coerce(text, schema) if schema and not is_plain_string(schema) else text), end
+    if s[i] == "'":  # a Python-style string (SGLang's and Ollama's suites hold `k:'v'`)
+        j = i + 1
+        while s[j] != "'":
+            j += 2 if s[j] == "\\" else 1
+        text = s[i + 1:j].replace("\\'", "'")
+        return (coerce(text, schema) if schema and not is_plain_string(schema) else text), j + 1
     if s[i] in "{[":
         close = "}" if s[i] == "{" else "]"
         obj: Any = {} if close == "}" else []

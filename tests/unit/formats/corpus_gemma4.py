@@ -16,10 +16,13 @@ VLLM_RT = "vLLM tests/reasoning/test_gemma4_reasoning_with_tool_call.py"
 LLAMA_CPP = "llama.cpp tests/test-chat.cpp (google-gemma-4-31B-it)"
 OLLAMA = "Ollama model/parsers/gemma4_test.go"
 MLX = "mlx-lm tests/test_tool_parsing.py (gemma4)"
+SGLANG = "SGLang test/registered/unit/function_call/test_gemma4_detector.py"
+SGLANG_FLUSH = "SGLang Gemma4Detector finish() flush tests"
 OWN = "toolserve's own row"
 
 Q = '<|"|>'
 TC, TE = "<|tool_call>", "<tool_call|>"
+PARIS = ("get_weather", {"city": "Paris"})
 
 
 def q(text: str) -> str:
@@ -82,6 +85,30 @@ ROWS = [
                                               "{title:\"step \\\"two\\\"\",done:true}]"),
         calls=(("record", {"s": "plan", "a": [{"title": 'step "one"', "done": False},
                                               {"title": 'step "two"', "done": True}]}),), source=OLLAMA),
+    Row("text_before_and_after", "Some text before " + call("get_weather", f"city:{q('Tokyo')}") + " after",
+        content="Some text before\nafter", calls=(("get_weather", {"city": "Tokyo"}),), source=SGLANG),
+    Row("text_between_calls", "Hello! " + call("get_weather", f"city:{q('Paris')}") + " Let me also check "
+        + call("get_time", f"timezone:{q('UTC')}"), content="Hello!\nLet me also check",
+        calls=(("get_weather", {"city": "Paris"}), ("get_time", {"timezone": "UTC"})), source=SGLANG),
+    Row("array_with_spaces_and_object", call("record", f"s:{q('New York')},a:[1, 2, {{inner:{q('val')}}}]"),
+        calls=(("record", {"s": "New York", "a": [1, 2, {"inner": "val"}]}),), source=SGLANG),
+    Row("mixed_array", call("record", f"s:{q('x')},a:[{q('hello')}, 42, true, {{key:{q('val')}}}]"),
+        calls=(("record", {"s": "x", "a": ["hello", 42, True, {"key": "val"}]}),), source=SGLANG),
+    Row("string_with_colon", call("brave_search", f"query:{q('http://example.com')}"),
+        calls=(("brave_search", {"query": "http://example.com"}),), source=SGLANG),
+    # single-quoted values (SGLang's flush test writes `{city: 'Paris'}`; Ollama repairs them)
+    Row("single_quoted_value", f"{TC}call:get_weather{{city: 'Paris'}}{TE}", calls=(PARIS,), source=SGLANG_FLUSH),
+    Row("single_quoted_value_with_comma_and_brace", f"{TC}call:record{{s:'a, b}}',i:1}}{TE}",
+        calls=(("record", {"s": "a, b}", "i": 1}),), source=OLLAMA),
+    Row("apostrophe_inside_a_bare_word", f"{TC}call:record{{s:O'Brien}}{TE}", calls=(("record", {"s": "O'Brien"}),),
+        source=OWN),
+    # cut after `k:`: SGLang flushes the whole text as content; toolserve has announced the call
+    # when its arguments opened and keeps it with what parsed (nothing)
+    Row("cut_after_key", f"hi {TC}call:get_weather{{city:", content="hi", calls=(("get_weather", {}),), source=SGLANG_FLUSH),
+    # an unknown tool's block is text, less the dropped close token (SGLang returns a call with
+    # tool index -1)
+    Row("unknown_tool_is_text", call("unknown_func", f"arg:{q('val')}"), content=f"{TC}call:unknown_func{{arg:{q('val')}}}",
+        source=SGLANG),
     # a schema type other than string types a <|"|> string too
     Row("quoted_integer_typed_by_schema", call("record", f"s:{q('x')},i:{q('7')}"), calls=(("record", {"s": "x", "i": 7}),),
         source=OWN),
