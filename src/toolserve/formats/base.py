@@ -399,7 +399,7 @@ class StreamParser:
             self._lead_ok = False
         table = self._g.table(state)
         m = table.regex.search(buf, pos) if table.regex is not None else None
-        if m is not None and not final and buf[m.start():] in table.prefixes:
+        if m is not None and not final and len(buf) - m.start() < table.maxlen and buf[m.start():] in table.prefixes:
             # a whole marker that may still grow into a longer one (`<|channel>` / `<|channel>thought`)
             self._emit(state, buf[pos:m.start()])
             return m.start(), m.start() > pos
