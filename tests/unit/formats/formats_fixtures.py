@@ -275,7 +275,13 @@ SYNTAX: dict[str, Syntax] = {
         call=lambda n, a, i: f"<seed:tool_call>\n<function={n}>\n" + "".join(
             f"<parameter={k}>{raw(v)}</parameter>\n" for k, v in a.items()) + "</function>\n</seed:tool_call>",
         think=("<seed:think>", "</seed:think>"),
-        malformed="<seed:tool_call>\n<function get_weather>\n</function>\n</seed:tool_call>"),
+        malformed="<seed:tool_call>\n<function get_weather>\n</function>\n</seed:tool_call>",
+        # Seed-OSS spells its call syntax out while it thinks: a call only after </seed:think>
+        extra={"call_inside_open_reasoning": Case(
+            "<seed:think>Need the weather. <seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris"
+            "</parameter>\n</function>\n</seed:tool_call>",
+            reasoning="Need the weather. <seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris"
+                      "</parameter>\n</function>\n</seed:tool_call>")}),
     "gpt_oss": Syntax(
         call=lambda n, a, i: f"<|start|>assistant<|channel|>commentary to=functions.{n} <|constrain|>json"
                              f"<|message|>{J(a)}<|call|>",
