@@ -29,4 +29,4 @@ class Row:
 CORPORA = ("hermes", "deepseek", "gpt_oss", "qwen3_coder", "glm45", "mistral", "granite",
            "internlm2", "jamba", "hunyuan", "xlam", "apertus", "gigachat3",
            "deepseek_dsml", "kimi_k2", "minimax_m3",
-           "lfm2", "pythonic", "seed_oss", "minimax_m2", "llama3")
+           "lfm2", "pythonic", "seed_oss", "minimax_m2", "llama3", "phi4_mini")
