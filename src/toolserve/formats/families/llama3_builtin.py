@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
 from ..base import DONE, FAIL, MORE, Format, Grammar, Sink, Trigger, call_arguments
-from ..jsonstream import escape_str
 from ..json_bodies import JsonCallsBody
+from ..jsonstream import escape_str
 from ..pythonic import PyCallsBody, py_call
 from .llama3_json import json_calls
 
