@@ -12,6 +12,7 @@ from .corpus_rows import Row
 FORMAT_ID = "lfm2"
 VLLM = "vLLM tests/tool_parsers/test_lfm2_tool_parser.py"
 SGLANG = "SGLang test/registered/unit/function_call/test_lfm2_detector.py"
+MLX = "mlx-lm tests (pythonic tool parser, LFM2 tool-call template)"
 OWN = "toolserve's own row"
 
 S, E = "<|tool_call_start|>", "<|tool_call_end|>"
@@ -52,6 +53,10 @@ ROWS = [
         calls=(("code_interpreter", {"code": "cat > f.py << EOF\nimport csv\nprint(1)\nEOF"}),), source=VLLM),
     Row("nul_byte_inside_string", block("code_interpreter(code='printf a\x00b')"),
         calls=(("code_interpreter", {"code": "printf a\x00b"}),), source=VLLM),
+    Row("unescaped_double_quotes_html", block('code_interpreter(code="<canvas id="game">\n</canvas>")'),
+        calls=(("code_interpreter", {"code": '<canvas id="game">\n</canvas>'}),), source=MLX),
+    Row("commas_inside_single_quotes", block("code_interpreter(code='# Hello, world!')"),
+        calls=(("code_interpreter", {"code": "# Hello, world!"}),), source=MLX),
     Row("parallel_calls", block("get_weather(city='Paris'), brave_search(query='restaurants')"),
         calls=(PARIS, ("brave_search", {"query": "restaurants"})), source=SGLANG),
     Row("three_calls", block("get_weather(city='Paris'), get_time(), record(s='x', a=[])"),
@@ -75,6 +80,8 @@ ROWS = [
     # was (a block that is no call is never dropped)
     Row("empty_block_is_text", block(""), content=block(""), source=VLLM),
     Row("blank_block_is_text", block(" "), content=block(" "), source=VLLM),
+    Row("string_never_closed_is_text", block("code_interpreter(code='const player = { x: 0, y: 1 };)"),
+        content=block("code_interpreter(code='const player = { x: 0, y: 1 };)"), source=MLX),
     Row("only_unknown_tool_is_text", block("bad(x=1)"), content=block("bad(x=1)"), source=SGLANG),
     # LFM2 sometimes repeats the call's body after the block, closed by a second end token: vLLM
     # drops the echo; toolserve keeps it as content (never drops the model's text) and makes no

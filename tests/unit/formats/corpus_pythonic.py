@@ -15,6 +15,7 @@ L4 = "llama4_pythonic"
 VLLM = "vLLM tests/tool_parsers/test_pythonic_tool_parser.py"
 VLLM_L4 = "vLLM tests/tool_parsers/test_llama4_pythonic_tool_parser.py"
 SGLANG = "SGLang test/registered/unit/function_call/test_pythonic_detector.py"
+MLX = "mlx-lm tests (pythonic tool parser)"
 OWN = "toolserve's own row"
 
 PARIS = ("get_weather", {"city": "Paris"})
@@ -48,6 +49,13 @@ ROWS = [
     # order, required first, as for gemma3_tool_code
     Row("positional_argument", "[get_weather('Tokyo')]", calls=(("get_weather", {"city": "Tokyo"}),), source=SGLANG),
     Row("bracket_inside_string", "[brave_search(query=\"]\")]", calls=(("brave_search", {"query": "]"}),), source=SGLANG),
+    Row("commas_inside_single_quotes", "[code_interpreter(code='# Hello, world!')]",
+        calls=(("code_interpreter", {"code": "# Hello, world!"}),), source=MLX),
+    Row("nested_literal_argument", "[record(s='x', o={'position': [0, 1], 'enabled': True})]",
+        calls=(("record", {"s": "x", "o": {"position": [0, 1], "enabled": True}}),), source=MLX),
+    # unescaped inner double quotes and a raw newline, as models write HTML
+    Row("unescaped_quotes_and_newline_html", '[code_interpreter(code="<canvas id="game">\n</canvas>")]',
+        calls=(("code_interpreter", {"code": '<canvas id="game">\n</canvas>'}),), source=MLX),
     Row("eot_after_list", "[get_weather(city='Paris')]<|eot_id|>", calls=(PARIS,), source=OWN),
     # a call to a tool that was not offered is left out, its siblings kept (vLLM, SGLang)
     Row("unknown_first_sibling_left_out", "[bad(x=b'z'), get_weather(city='Paris')]", calls=(PARIS,), source=VLLM),
@@ -63,6 +71,10 @@ ROWS = [
     Row("unknown_tool_only", "[unknown_func(arg=1)]", content="[unknown_func(arg=1)]", source=SGLANG),
     Row("missing_value", "[get_weather(city=)]", content="[get_weather(city=)]", source=SGLANG),
     Row("mismatched_brackets", "[get_weather(x=1])]", content="[get_weather(x=1])]", source=VLLM),
+    Row("non_literal_argument", "[code_interpreter(code=get_content())]",
+        content="[code_interpreter(code=get_content())]", source=MLX),
+    Row("string_never_closed", "[code_interpreter(code='const player = { x: 0, y: 1 };)]",
+        content="[code_interpreter(code='const player = { x: 0, y: 1 };)]", source=MLX),
     Row("no_brackets", "get_weather(city='Tokyo')", content="get_weather(city='Tokyo')", source=SGLANG),
     # SGLang reads a list after prose; a bracketed call quoted in an answer would then run: the list
     # is a call only as the whole answer
