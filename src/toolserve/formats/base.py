@@ -99,7 +99,7 @@ class Grammar:
     # only there, the close only when nothing but whitespace or dropped markers follows it
     answer_wrap: tuple[str, str] | None = None
     # False: call markers inside the reasoning are reasoning text (Seed-OSS spells its call syntax
-    # out while it thinks, and always closes the reasoning before it calls)
+    # out while it thinks and closes the reasoning before it calls; MiniMax M2 likewise)
     calls_in_reasoning: bool = True
 
     def __post_init__(self) -> None:

@@ -13,6 +13,7 @@ FORMAT_ID = "minimax_m2"
 VLLM = "vLLM tests/tool_parsers/test_minimax_m2_tool_parser.py"
 VLLM_R = "vLLM tests/reasoning/test_minimax_m2_reasoning_parser.py"
 SGLANG = "SGLang test/registered/unit/function_call/test_minimax_m2_detector.py"
+OLLAMA = "Ollama model/parsers/minimaxm2_test.go"
 LLAMA_CPP = "llama.cpp tests/test-chat.cpp (MiniMax-M2: <think> reasoning, content beside calls)"
 OWN = "toolserve's own row"
 
@@ -61,6 +62,32 @@ ROWS = [
     # SGLang turns `null` into null whatever the schema; a string parameter keeps the text
     Row("null_text_for_string_parameter", sglang_block("record", s="null"), calls=(("record", {"s": "null"}),),
         source=SGLANG),
+    Row("no_parameters", block(invoke("get_time", "\n"), layout="\n"), calls=(("get_time", {}),), source=OLLAMA),
+    Row("empty_parameter_value", sglang_block("get_weather", city=""), calls=(("get_weather", {"city": ""}),),
+        source=OLLAMA),
+    Row("entity_kept_as_written", sglang_block("brave_search", query="AI &amp; Machine Learning"),
+        calls=(("brave_search", {"query": "AI &amp; Machine Learning"}),), source=OLLAMA),
+    Row("layout_newlines_around_value", sglang_block("get_weather", city="\nTokyo\n"),
+        calls=(("get_weather", {"city": "Tokyo"}),), source=OLLAMA),
+    # Ollama trims spaces around a value; toolserve keeps a string as written (one layout newline
+    # on each side aside)
+    Row("spaces_around_value_kept", sglang_block("get_weather", city="  San Francisco  "),
+        calls=(("get_weather", {"city": "  San Francisco  "}),), source=OLLAMA),
+    Row("json_object_for_object_parameter", sglang_block("record", o='{"keywords": ["AI", "news"]}', s="x"),
+        calls=(("record", {"o": {"keywords": ["AI", "news"]}, "s": "x"}),), source=OLLAMA),
+    Row("text_between_blocks", sglang_block("get_weather", city="Tokyo") + "\nSome text.\n"
+        + sglang_block("brave_search", query="news"), content="Some text.",
+        calls=(("get_weather", {"city": "Tokyo"}), ("brave_search", {"query": "news"})), source=OLLAMA),
+    Row("text_after_block", sglang_block("get_weather", city="Tokyo") + "\nHere is the weather.",
+        content="Here is the weather.", calls=(("get_weather", {"city": "Tokyo"}),), source=OLLAMA),
+    # a parameter left unclosed ends at the next parameter, </invoke> or the block's end
+    Row("parameter_close_missing", B + '\n<invoke name="get_weather">\n<parameter name="city">Tokyo</invoke>\n' + BE,
+        calls=(("get_weather", {"city": "Tokyo"}),), source=OLLAMA),
+    Row("parameter_close_missing_before_next", B + '\n<invoke name="get_weather">\n<parameter name="city">Tokyo\n'
+        '<parameter name="unit">c</parameter>\n</invoke>\n' + BE,
+        calls=(("get_weather", {"city": "Tokyo", "unit": "c"}),), source=OWN),
+    Row("invoke_close_missing", B + '\n<invoke name="get_weather">\n<parameter name="city">Tokyo</parameter>\n' + BE,
+        calls=(("get_weather", {"city": "Tokyo"}),), source=OLLAMA),
     Row("unquoted_names", B + "\n<invoke name=get_weather>\n<parameter name=city>Paris</parameter>\n</invoke>\n" + BE,
         calls=(("get_weather", {"city": "Paris"}),), source=OWN),
     Row("unknown_tool_is_text", sglang_block("nonexistent_func", x="1"), content=sglang_block("nonexistent_func", x="1"),
@@ -90,9 +117,18 @@ ROWS = [
     # a second </think> in the answer is dropped (vLLM strips it too)
     Row("double_close", "reasoning</think>content A</think>content B", reasoning="reasoning",
         content="content Acontent B", thinking_open=True, source=VLLM_R),
-    # a call before </think> ends the reasoning
-    Row("call_ends_reasoning", "I need the weather" + sglang_block("get_weather", city="Paris"),
-        reasoning="I need the weather", calls=(("get_weather", {"city": "Paris"}),), thinking_open=True, source=OWN),
+    # a call written inside <think> is thinking, not a call (Ollama; vLLM splits the reasoning off
+    # before it looks for calls)
+    Row("call_inside_think_is_reasoning", "<think>Maybe I should call " + block(invoke("get_weather", city="Tokyo"))
+        + "</think>", reasoning="Maybe I should call " + block(invoke("get_weather", city="Tokyo")), source=OLLAMA),
+    Row("call_inside_opened_think_is_reasoning", "I need the weather" + sglang_block("get_weather", city="Paris")
+        + "</think>Calling now." + sglang_block("get_weather", city="Paris"),
+        reasoning="I need the weather" + sglang_block("get_weather", city="Paris"), content="Calling now.",
+        calls=(("get_weather", {"city": "Paris"}),), thinking_open=True, source=OLLAMA),
+    Row("think_between_content", "Let me think. <think>This is complex.</think> Okay, done.",
+        reasoning="This is complex.", content="Let me think.\nOkay, done.", source=OLLAMA),
+    Row("two_think_blocks", "<think>First thought</think> Some content. <think>Second thought</think>",
+        reasoning="First thought\nSecond thought", content="Some content.", source=OLLAMA),
     Row("no_open_prompt_is_content", "This is reasoning in progress", content="This is reasoning in progress",
         source=VLLM_R),
 ]

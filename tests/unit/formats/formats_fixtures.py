@@ -254,7 +254,13 @@ SYNTAX: dict[str, Syntax] = {
         call=lambda n, a, i: f'<invoke name="{n}">\n' + "".join(
             f'<parameter name="{k}">{raw(v)}</parameter>\n' for k, v in a.items()) + "</invoke>\n",
         block=lambda cs: "<minimax:tool_call>\n" + "".join(cs) + "</minimax:tool_call>", think=THINK,
-        malformed="<minimax:tool_call>\n<invoke get_weather>\n</invoke>\n</minimax:tool_call>"),
+        malformed="<minimax:tool_call>\n<invoke get_weather>\n</invoke>\n</minimax:tool_call>",
+        # a call written inside <think> is thinking (Ollama's and vLLM's MiniMax M2 parsers)
+        extra={"call_inside_open_reasoning": Case(
+            '<think>Need the weather. <minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">'
+            "Paris</parameter>\n</invoke>\n</minimax:tool_call>",
+            reasoning='Need the weather. <minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">'
+                      "Paris</parameter>\n</invoke>\n</minimax:tool_call>")}),
     "deepseek_v32": Syntax(
         call=lambda n, a, i: _dsml_call(n, a),
         block=lambda cs: "<｜DSML｜function_calls>\n" + "".join(cs) + "</｜DSML｜function_calls>", think=THINK,
