@@ -12,6 +12,7 @@ from .corpus_rows import Row
 FORMAT_ID = "lfm2"
 VLLM = "vLLM tests/tool_parsers/test_lfm2_tool_parser.py"
 SGLANG = "SGLang test/registered/unit/function_call/test_lfm2_detector.py"
+OLLAMA = "Ollama model/parsers/lfm2_test.go"
 MLX = "mlx-lm tests (pythonic tool parser, LFM2 tool-call template)"
 OWN = "toolserve's own row"
 
@@ -86,6 +87,33 @@ ROWS = [
     # LFM2 sometimes repeats the call's body after the block, closed by a second end token: vLLM
     # drops the echo; toolserve keeps it as content (never drops the model's text) and makes no
     # second call of it
+    # -- Ollama's chunk-boundary table (each with and without a thinking block before it)
+    Row("unicode_before", "Vérifions 🌍." + block('get_weather(city="Paris")'), content="Vérifions 🌍.", calls=(PARIS,),
+        source=OLLAMA),
+    Row("consecutive_blocks", block('get_weather(city="Paris")') + block('get_weather(city="Paris")'),
+        calls=(PARIS, PARIS), source=OLLAMA),
+    Row("content_between_blocks", block('get_weather(city="Paris")') + "Checking again." + block('get_weather(city="Paris")'),
+        content="Checking again.", calls=(PARIS, PARIS), source=OLLAMA),
+    Row("ordinary_angle_brackets", "Use <html> or compare 1 < 2.\n", content="Use <html> or compare 1 < 2.", source=OLLAMA),
+    Row("nonmatching_tag", "Example: <|tool_call_started|>", content="Example: <|tool_call_started|>", source=OLLAMA),
+    Row("truncated_tag_at_end", "Example: <|tool_call_sta", content="Example: <|tool_call_sta", source=OLLAMA),
+    Row("nested_literals", "Processing data." + block("record(s='x', a=['item1','item2'], o={'enabled': True, "
+                                                      "'threshold': 0.95})"),
+        content="Processing data.", calls=(("record", {"s": "x", "a": ["item1", "item2"],
+                                                       "o": {"enabled": True, "threshold": 0.95}}),), source=OLLAMA),
+    Row("lowercase_true", block('record(s="test", i=42, b=true)'), calls=(("record", {"s": "test", "i": 42, "b": True}),),
+        source=OLLAMA),
+    Row("two_calls_no_space", block("brave_search(query='ls'),brave_search(query='pwd')"),
+        calls=(("brave_search", {"query": "ls"}), ("brave_search", {"query": "pwd"})), source=OLLAMA),
+    # -- reasoning (LFM2 thinking models)
+    Row("think_then_call", "<think>Check the weather.</think>" + block('get_weather(city="Paris")'),
+        reasoning="Check the weather.", calls=(PARIS,), source=OLLAMA),
+    Row("think_then_text_then_call", "<think>Let me check the weather...</think>I'll get that for you."
+        + block('get_weather(city="Paris")'), reasoning="Let me check the weather...", content="I'll get that for you.",
+        calls=(PARIS,), source=OLLAMA),
+    Row("think_then_answer", "<think>Let me think:\n- Point 1\n- Point 2</think>\n\nHere's my answer.",
+        reasoning="Let me think:\n- Point 1\n- Point 2", content="Here's my answer.", source=OLLAMA),
+    Row("only_thinking", "<think>Just thinking content</think>", reasoning="Just thinking content", source=OLLAMA),
     Row("echoed_body_after_block_is_content", block("get_weather(city='Paris')") + "[get_weather(city='Paris')]" + E,
         content="[get_weather(city='Paris')]" + E, calls=(PARIS,), source=VLLM),
 ]

@@ -323,7 +323,7 @@ SYNTAX: dict[str, Syntax] = {
         malformed='functools[{"name": get_weather}]'),
     "lfm2": Syntax(
         call=lambda n, a, i: py_call(n, a), block=lambda cs: "<|tool_call_start|>[" + ", ".join(cs) + "]<|tool_call_end|>",
-        malformed='<|tool_call_start|>[get_weather city="Paris"]<|tool_call_end|>',
+        think=THINK, malformed='<|tool_call_start|>[get_weather city="Paris"]<|tool_call_end|>',
         extra={"json_inside": Case('<|tool_call_start|>[{"name": "get_weather", "arguments": {"city": "A"}}]'
                                    "<|tool_call_end|>", calls=(("get_weather", {"city": "A"}, None),))}),
     "functiongemma": Syntax(
