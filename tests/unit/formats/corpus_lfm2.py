@@ -12,6 +12,7 @@ from .corpus_rows import Row
 FORMAT_ID = "lfm2"
 VLLM = "vLLM tests/tool_parsers/test_lfm2_tool_parser.py"
 SGLANG = "SGLang test/registered/unit/function_call/test_lfm2_detector.py"
+LLAMA_CPP = "llama.cpp models/templates/llama-cpp-lfm2.jinja (JSON calls with an optional id, text after)"
 OLLAMA = "Ollama model/parsers/lfm2_test.go"
 MLX = "mlx-lm tests (pythonic tool parser, LFM2 tool-call template)"
 OWN = "toolserve's own row"
@@ -74,6 +75,8 @@ ROWS = [
     Row("unknown_first_sibling_left_out", block("bad(x=1), get_weather(city='Paris')"), calls=(PARIS,), source=VLLM),
     Row("json_list_inside", S + '[{"name": "brave_search", "arguments": {"query": "sglang"}}]' + E,
         calls=(("brave_search", {"query": "sglang"}),), source=SGLANG),
+    Row("json_list_with_id_then_text", S + '[{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "call_1"}]' + E
+        + "It is sunny.", content="It is sunny.", calls=(PARIS,), source=LLAMA_CPP),
     Row("json_object_inside", S + '{"name": "brave_search", "arguments": {"query": "sglang"}}' + E,
         calls=(("brave_search", {"query": "sglang"}),), source=OWN),
     Row("im_end_after_call", block("get_weather(city='Paris')") + "<|im_end|>", calls=(PARIS,), source=OWN),
