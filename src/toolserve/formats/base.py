@@ -98,6 +98,9 @@ class Grammar:
     # (open, close) around the answer right after the reasoning (Granite's <response>): removed
     # only there, the close only when nothing but whitespace or dropped markers follows it
     answer_wrap: tuple[str, str] | None = None
+    # False: call markers inside the reasoning are reasoning text (Seed-OSS spells its call syntax
+    # out while it thinks and closes the reasoning before it calls; MiniMax M2 likewise)
+    calls_in_reasoning: bool = True
 
     def __post_init__(self) -> None:
         tables = {}
@@ -116,7 +119,7 @@ class Grammar:
                 for m in self.reasoning_close:
                     acts[m] = ("close", None)
             for t in self.triggers:
-                if not t.lead:
+                if not t.lead and (state == CONTENT or self.calls_in_reasoning):
                     acts[t.marker] = ("call", t)
             if state == CONTENT and self.answer_wrap:
                 acts.setdefault(self.answer_wrap[1], ("unwrap", None))

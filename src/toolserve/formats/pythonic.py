@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import re
 import shlex
 import warnings
@@ -21,13 +22,23 @@ from .base import DONE, FAIL, MORE, Sink
 from .markup_bodies import ArgsWriter
 from .schema import coerce, is_plain_string, ordered_params, prop_schema
 
+log = logging.getLogger(__name__)
 _IDENT = re.compile(r"[A-Za-z_][\w.\-]*")
 _OUTSIDE = re.compile(r"[()\[\]{},'\"]")
-_IN_SQ = re.compile(r"['\\]")
-_IN_DQ = re.compile(r'["\\]')
+_IN_SQ = re.compile(r"['\\\n\r\x00]")
+_IN_DQ = re.compile(r'["\\\n\r\x00]')
+# what may follow a quote that closes a one-line string (after spaces): anything else makes the
+# quote part of the string (`'sed -n '1,5p' f'`, a model's unescaped inner quote)
+_CLOSERS = ",)]}:'\""
+_RAW_ESC = {"\n": "\\n", "\r": "\\r", "\0": "\\x00"}
+_LEADING_ZEROS = re.compile(r"\s*(?:([A-Za-z_]\w*)\s*=\s*)?([+-]?)0+(\d+)\s*\Z")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _BARE = {"true": True, "false": False, "null": None, "none": None}
 _WS = " \t\r\n"
+
+
+class NotJson(ValueError):
+    """A literal JSON cannot hold (complex, NaN, infinity)."""
 
 
 def _jsonable(value: Any) -> Any:
@@ -41,9 +52,9 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     if isinstance(value, complex):
-        raise ValueError("complex")
-    if isinstance(value, float) and value != value:
-        raise ValueError("nan")
+        raise NotJson("complex")
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        raise NotJson("not a finite number")
     return value
 
 
@@ -133,7 +144,7 @@ class PyCallsBody:
                 if self.bracketed and c == ",":
                     pos, self.st = i + 1, "name"
                 elif self.bracketed and c == "]":
-                    return i + 1, DONE
+                    return i + 1, DONE if self.calls else FAIL
                 elif not self.bracketed and _IDENT.match(c):
                     pos, self.st = i, "name"
                 else:
@@ -153,7 +164,7 @@ class PyCallsBody:
                 if opener != "(" and not (self.shell and k > j and opener not in "\n`"):
                     return pos, self._stop()
                 ok = self.sink.allowed(name)
-                if not ok and self.calls == 0:
+                if not ok and self.calls == 0 and not self.bracketed:
                     return pos, FAIL
                 self._reset(name)
                 self.discard = not ok
@@ -177,6 +188,11 @@ class PyCallsBody:
                     self.arg.append(buf[i:j + 2])
                     i = j + 2
                     continue
+                if buf[j] in _RAW_ESC:  # a raw newline (one-line string) or NUL: escaped for `ast`
+                    keep = len(q) == 3 and buf[j] != "\0"
+                    self.arg.append(buf[i:j] + (buf[j] if keep else _RAW_ESC[buf[j]]))
+                    i = j + 1
+                    continue
                 if len(q) == 3 and buf[j:j + 3] != q:
                     if n - j < 3 and not final:
                         self.arg.append(buf[i:j])
@@ -184,6 +200,17 @@ class PyCallsBody:
                     self.arg.append(buf[i:j + 1])
                     i = j + 1
                     continue
+                if len(q) == 1:  # closes the string only where a closer follows it
+                    k = j + 1
+                    while k < n and buf[k] in _WS:
+                        k += 1
+                    if k >= n and not final:
+                        self.arg.append(buf[i:j])
+                        return j, MORE
+                    if k < n and buf[k] not in _CLOSERS:
+                        self.arg.append(buf[i:j] + "\\" + q)
+                        i = j + 1
+                        continue
                 self.arg.append(buf[i:j + len(q)])
                 i, self.quote = j + len(q), ""
                 continue
@@ -247,8 +274,14 @@ class PyCallsBody:
             return True
         try:
             key, value = parse_argument(text)
+        except NotJson as exc:  # `x=1e999`: left out, the call goes on
+            log.info("argument %r of %r left out: %s", text[:40], self.name, exc)
+            return True
         except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            return False
+            m = _LEADING_ZEROS.match(text)  # `month=07`: a zero-padded decimal, not Python 2 octal
+            if m is None:
+                return False
+            key, value = m.group(1), int(m.group(2) + m.group(3))
         self._member(key, value)
         return True
 

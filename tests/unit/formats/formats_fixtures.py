@@ -254,7 +254,13 @@ SYNTAX: dict[str, Syntax] = {
         call=lambda n, a, i: f'<invoke name="{n}">\n' + "".join(
             f'<parameter name="{k}">{raw(v)}</parameter>\n' for k, v in a.items()) + "</invoke>\n",
         block=lambda cs: "<minimax:tool_call>\n" + "".join(cs) + "</minimax:tool_call>", think=THINK,
-        malformed="<minimax:tool_call>\n<invoke get_weather>\n</invoke>\n</minimax:tool_call>"),
+        malformed="<minimax:tool_call>\n<invoke get_weather>\n</invoke>\n</minimax:tool_call>",
+        # a call written inside <think> is thinking (Ollama's and vLLM's MiniMax M2 parsers)
+        extra={"call_inside_open_reasoning": Case(
+            '<think>Need the weather. <minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">'
+            "Paris</parameter>\n</invoke>\n</minimax:tool_call>",
+            reasoning='Need the weather. <minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">'
+                      "Paris</parameter>\n</invoke>\n</minimax:tool_call>")}),
     "deepseek_v32": Syntax(
         call=lambda n, a, i: _dsml_call(n, a),
         block=lambda cs: "<｜DSML｜function_calls>\n" + "".join(cs) + "</｜DSML｜function_calls>", think=THINK,
@@ -275,7 +281,13 @@ SYNTAX: dict[str, Syntax] = {
         call=lambda n, a, i: f"<seed:tool_call>\n<function={n}>\n" + "".join(
             f"<parameter={k}>{raw(v)}</parameter>\n" for k, v in a.items()) + "</function>\n</seed:tool_call>",
         think=("<seed:think>", "</seed:think>"),
-        malformed="<seed:tool_call>\n<function get_weather>\n</function>\n</seed:tool_call>"),
+        malformed="<seed:tool_call>\n<function get_weather>\n</function>\n</seed:tool_call>",
+        # Seed-OSS spells its call syntax out while it thinks: a call only after </seed:think>
+        extra={"call_inside_open_reasoning": Case(
+            "<seed:think>Need the weather. <seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris"
+            "</parameter>\n</function>\n</seed:tool_call>",
+            reasoning="Need the weather. <seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris"
+                      "</parameter>\n</function>\n</seed:tool_call>")}),
     "gpt_oss": Syntax(
         call=lambda n, a, i: f"<|start|>assistant<|channel|>commentary to=functions.{n} <|constrain|>json"
                              f"<|message|>{J(a)}<|call|>",
@@ -311,7 +323,7 @@ SYNTAX: dict[str, Syntax] = {
         malformed='functools[{"name": get_weather}]'),
     "lfm2": Syntax(
         call=lambda n, a, i: py_call(n, a), block=lambda cs: "<|tool_call_start|>[" + ", ".join(cs) + "]<|tool_call_end|>",
-        malformed='<|tool_call_start|>[get_weather city="Paris"]<|tool_call_end|>',
+        think=THINK, malformed='<|tool_call_start|>[get_weather city="Paris"]<|tool_call_end|>',
         extra={"json_inside": Case('<|tool_call_start|>[{"name": "get_weather", "arguments": {"city": "A"}}]'
                                    "<|tool_call_end|>", calls=(("get_weather", {"city": "A"}, None),))}),
     "functiongemma": Syntax(

@@ -1,4 +1,5 @@
-"""LFM2: `<|tool_call_start|>[f(a=1)]<|tool_call_end|>` (pythonic), or JSON inside in older templates."""
+"""LFM2: `<|tool_call_start|>[f(a=1)]<|tool_call_end|>` (pythonic), or JSON inside in older templates;
+reasoning in `<think>…</think>` (LFM2 thinking models)."""
 
 from __future__ import annotations
 
@@ -38,8 +39,9 @@ class _Body:
 
 class Lfm2(Format):
     FORMAT_ID = "lfm2"
+    REASONING = ("<think>", "</think>")
     GRAMMAR = Grammar(triggers=(Trigger("<|tool_call_start|>", _Body, close="<|tool_call_end|>"),),
-                      drop=("<|im_end|>",))
+                      reasoning_open=("<think>",), reasoning_close=("</think>",), drop=("<|im_end|>",))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         return "List of tools: <|tool_list_start|>" + dumps([t["function"] for t in tool_dicts(tools)]) + "<|tool_list_end|>"

@@ -1,5 +1,7 @@
 """Llama 3.1 built-in tools: `<|python_tag|>brave_search.call(query="...")`, or plain code
-after the tag, which is a `code_interpreter` call `{"code": ...}`. Results come back as `ipython`."""
+after the tag, which is a `code_interpreter` call `{"code": ...}`. Custom tools are called in
+the JSON form of llama3_json, at the start of the answer or after the tag. Results come back
+as `ipython`."""
 
 from __future__ import annotations
 
@@ -8,8 +10,10 @@ from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
 from ..base import DONE, FAIL, MORE, Format, Grammar, Sink, Trigger, call_arguments
+from ..json_bodies import JsonCallsBody
 from ..jsonstream import escape_str
 from ..pythonic import PyCallsBody, py_call
+from .llama3_json import json_calls
 
 _END = ("<|eom_id|>", "<|eot_id|>")
 _BUILTIN_CALL = re.compile(r"\s*[A-Za-z_]\w*\.call\(")
@@ -55,12 +59,14 @@ class _Body:
 
     def __init__(self, sink: Sink) -> None:
         self.sink = sink
-        self.inner: PyCallsBody | _CodeBody | None = None
+        self.inner: PyCallsBody | _CodeBody | JsonCallsBody | None = None
 
     def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
         if self.inner is None:
             rest = buf[pos:pos + 64]
-            if _BUILTIN_CALL.match(rest):
+            if rest.lstrip().startswith("{"):  # a custom tool in the JSON form
+                self.inner = json_calls(self.sink)
+            elif _BUILTIN_CALL.match(rest):
                 self.inner = PyCallsBody(self.sink, bracketed=False, name_map=lambda s: s.removesuffix(".call"))
             elif not final and _BUILTIN_PREFIX.match(rest):
                 return pos, MORE
@@ -72,7 +78,7 @@ class _Body:
 class Llama3Builtin(Format):
     FORMAT_ID = "llama3_builtin"
     TOOL_RESULT_ROLE = "ipython"
-    GRAMMAR = Grammar(triggers=(Trigger("<|python_tag|>", _Body),), drop=_END)
+    GRAMMAR = Grammar(triggers=(Trigger("<|python_tag|>", _Body), Trigger("{", json_calls, lead=True)), drop=_END)
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         names = [t.name for t in tools if t.name not in ("code_interpreter",)]

@@ -5,21 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, PrefixChoice, Sink, Trigger, call_arguments
+from ..base import Format, Grammar, Trigger, call_arguments
 from ..pythonic import PyCallsBody, py_call
-from .pythonic import render_pythonic_tools
-
-
-def _tagged(sink: Sink) -> PrefixChoice:
-    return PrefixChoice(sink, [("[", PyCallsBody, False),
-                               ("", lambda s: PyCallsBody(s, bracketed=False), False)])
+from .pythonic import PYTHON_START, render_pythonic_tools
 
 
 class Llama4Pythonic(Format):
     FORMAT_ID = "llama4_pythonic"
     TOOL_RESULT_ROLE = "ipython"
-    GRAMMAR = Grammar(triggers=(Trigger("<|python_start|>", _tagged, close="<|python_end|>"),
-                                Trigger("[", PyCallsBody, lead=True)),
+    GRAMMAR = Grammar(triggers=(PYTHON_START, Trigger("[", PyCallsBody, lead=True)),
                       drop=("<|eom|>", "<|eot|>"))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:

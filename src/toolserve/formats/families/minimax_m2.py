@@ -10,7 +10,8 @@ from ..jsonstream import dumps
 from ..markup_bodies import XmlParamsBody, XmlSyntax, xml_value
 
 SYNTAX = XmlSyntax(func_open=("<invoke name=", ">"), func_close="</invoke>",
-                   param_open=("<parameter name=", ">"), unquote=True)
+                   param_open=("<parameter name=", ">"), unquote=True,
+                   value_stops=("<parameter name=", "</invoke>", "</minimax:tool_call>"))
 
 
 def _body(sink: Sink) -> XmlParamsBody:
@@ -21,7 +22,8 @@ class MinimaxM2(Format):
     FORMAT_ID = "minimax_m2"
     REASONING = ("<think>", "</think>")
     GRAMMAR = Grammar(triggers=(Trigger("<minimax:tool_call>", _body, close="</minimax:tool_call>"),),
-                      reasoning_open=("<think>",), reasoning_close=("</think>",))
+                      reasoning_open=("<think>",), reasoning_close=("</think>",),
+                      calls_in_reasoning=False)  # a call written inside <think> is thinking (Ollama, vLLM)
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         listing = "\n".join(f"<tool>{dumps(t['function'])}</tool>" for t in tool_dicts(tools))

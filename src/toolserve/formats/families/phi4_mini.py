@@ -1,4 +1,5 @@
-"""Phi-4-mini: `functools[{"name": n, "arguments": {...}}]`; tools listed in `<|tool|>…<|/tool|>`."""
+"""Phi-4-mini: `functools[{"name": n, "arguments": {...}}]`, or `<|tool_call|>{...}<|/tool_call|>` (the tool
+prompt of llama.cpp's Phi-4-mini template); tools listed in `<|tool|>…<|/tool|>`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from ..jsonstream import dumps
 
 class Phi4Mini(Format):
     FORMAT_ID = "phi4_mini"
-    GRAMMAR = Grammar(triggers=(Trigger("functools", JsonCallsBody),), drop=("<|end|>",))
+    GRAMMAR = Grammar(triggers=(Trigger("functools", JsonCallsBody),
+                                Trigger("<|tool_call|>", JsonCallsBody, close="<|/tool_call|>")),
+                      drop=("<|end|>",))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         return f"<|tool|>{dumps([t['function'] for t in tool_dicts(tools)])}<|/tool|>"

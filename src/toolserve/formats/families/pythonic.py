@@ -1,11 +1,12 @@
-"""Pythonic calls at the start of the answer: `[f(a=1, b="x"), g()]` (Llama 3.2/3.3 python_list prompt)."""
+"""Pythonic calls at the start of the answer: `[f(a=1, b="x"), g()]` (Llama 3.2/3.3 python_list prompt);
+Llama 4's `<|python_start|>[f(a=1)]<|python_end|>` anywhere."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Trigger, call_arguments, tool_dicts
+from ..base import Format, Grammar, PrefixChoice, Sink, Trigger, call_arguments, tool_dicts
 from ..jsonstream import dumps
 from ..pythonic import PyCallsBody, py_call
 
@@ -19,6 +20,15 @@ PROMPT = (
 )
 
 
+def python_start_body(sink: Sink) -> PrefixChoice:
+    """After Llama 4's `<|python_start|>`: a bracketed list, or bare calls."""
+    return PrefixChoice(sink, [("[", PyCallsBody, False),
+                               ("", lambda s: PyCallsBody(s, bracketed=False), False)])
+
+
+PYTHON_START = Trigger("<|python_start|>", python_start_body, close="<|python_end|>")
+
+
 def render_pythonic_tools(tools: Sequence[ToolSpec]) -> str:
     return PROMPT + dumps([t["function"] for t in tool_dicts(tools)])
 
@@ -26,8 +36,8 @@ def render_pythonic_tools(tools: Sequence[ToolSpec]) -> str:
 class Pythonic(Format):
     FORMAT_ID = "pythonic"
     TOOL_RESULT_ROLE = "ipython"
-    GRAMMAR = Grammar(triggers=(Trigger("[", PyCallsBody, lead=True),),
-                      drop=("<|eom_id|>", "<|eot_id|>"))
+    GRAMMAR = Grammar(triggers=(PYTHON_START, Trigger("[", PyCallsBody, lead=True)),
+                      drop=("<|eom_id|>", "<|eot_id|>", "<|eom|>", "<|eot|>"))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         return render_pythonic_tools(tools)

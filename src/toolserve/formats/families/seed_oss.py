@@ -21,7 +21,7 @@ class SeedOss(Format):
     REASONING = ("<seed:think>", "</seed:think>")
     GRAMMAR = Grammar(triggers=(Trigger("<seed:tool_call>", _body, close="</seed:tool_call>"),),
                       reasoning_open=("<seed:think>",), reasoning_close=("</seed:think>",),
-                      drop=("<seed:eos>",))
+                      drop=("<seed:eos>",), calls_in_reasoning=False)
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         listing = "\n".join(dumps(t) for t in tool_dicts(tools))
