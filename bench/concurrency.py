@@ -23,7 +23,11 @@ and llama-batched-bench with 1 and N sequences (decode only, no HTTP).
 
     python bench/concurrency.py [--runs 3] [--clients 8] [--parallel 8] [--tokens 128] [--threads 2]
                                 [--ctx 2048] [--toolserve-args "..."] [--skip-llama-server] [--skip-toolserve]
-                                [--llama-bench]
+                                [--llama-bench] [--engine-compare]
+
+--engine-compare also runs toolserve with `--no-engine-process` (the engine in a thread of the
+server, as before issue 19) and prints the engine process's cost: its rates over the in-process
+ones, and in-process TTFT over its TTFT (below 1: the process boundary costs that share).
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from decode import free_port
 
 from toolserve.modelfile import bundled_model
 
+INPROC = "toolserve in-process"
 TOPICS = ["a lighthouse keeper", "a lost umbrella", "the first snow", "a clockmaker's apprentice",
           "a night train", "a stubborn goat", "an old library", "a paper boat", "a desert well",
           "a broken violin", "a market at dawn", "a kite festival", "a sleeping volcano", "a glass garden",
@@ -265,6 +270,7 @@ def main() -> None:
     ap.add_argument("--skip-llama-server", action="store_true")
     ap.add_argument("--skip-toolserve", action="store_true", help="measure llama-server only")
     ap.add_argument("--llama-bench", action="store_true", help="also run llama-bench and llama-batched-bench")
+    ap.add_argument("--engine-compare", action="store_true", help="also run toolserve with --no-engine-process")
     args = ap.parse_args()
     # SIGTERM ends the run like Ctrl-C: the servers are stopped on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -288,6 +294,11 @@ def main() -> None:
                          "--threads", str(args.threads), "--ctx-size", str(args.ctx), "--parallel", str(args.parallel),
                          *shlex.split(args.toolserve_args)]
             targets.append(("toolserve", "ts", url, stack.enter_context(serving("toolserve", toolserve, url, logs))))
+            if args.engine_compare:
+                port = free_port()
+                url = f"http://127.0.0.1:{port}"
+                inproc = [*toolserve[:5], str(port), *toolserve[6:], "--no-engine-process"]
+                targets.append((INPROC, "ti", url, stack.enter_context(serving(INPROC, inproc, url, logs))))
         if not args.skip_llama_server:
             port = free_port()
             url = f"http://127.0.0.1:{port}"
@@ -313,7 +324,16 @@ def main() -> None:
             runs = ", ".join(f"{r.aggregate:.1f}" for r in rs)
             print(f"| {sc} | {server} | {m['aggregate']:.1f} ({runs}) | {m['ttft_p50']:.3f} | {m['ttft_p99']:.3f} | "
                   f"{m['stream']:.1f} | {rs[-1].prompt_tokens} |")
-    if len(results) == 2:
+    if INPROC in results and "toolserve" in results:
+        print("\nthe engine process's cost (rates: process / in-process, below 1 = slower; "
+              "TTFT: in-process / process, below 1 = answers later)")
+        print("| scenario | aggregate tok/s | stream tok/s | TTFT p50 | TTFT p99 |")
+        print("|---|---|---|---|---|")
+        for sc in dict.fromkeys((scen(1), scen(args.clients))):
+            t, i = med[(sc, "toolserve")], med[(sc, INPROC)]
+            print(f"| {sc} | {t['aggregate'] / i['aggregate']:.3f} | {t['stream'] / i['stream']:.3f} | "
+                  f"{i['ttft_p50'] / t['ttft_p50']:.3f} | {i['ttft_p99'] / t['ttft_p99']:.3f} |")
+    if "toolserve" in results and "llama-server" in results:
         print("\nratios (rates: toolserve / llama-server, above 1 = toolserve faster; "
               "TTFT: llama-server / toolserve, above 1 = toolserve answers sooner)")
         print("| scenario | aggregate tok/s | stream tok/s | TTFT p50 | TTFT p99 |")
