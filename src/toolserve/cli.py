@@ -32,6 +32,7 @@ from toolserve.serving.pipeline import SAMPLING_DEFAULTS, Finish, Limits, Pipeli
 from toolserve.types import Message, SamplingParams
 
 if TYPE_CHECKING:
+    from toolserve.serving.embeddings import EmbeddingModel
     from toolserve.serving.registry import ModelRegistry, UpstreamModel
 
 
@@ -61,6 +62,7 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-type-v", default=env_default("cache_type_v", d.cache_type_v), choices=sorted(KV_TYPE_NAMES), help="KV cache type for V (quantised types turn on flash attention)")
     p.add_argument("--flash-attn", default=env_default("flash_attn", d.flash_attn), choices=["auto", "on", "off"], help="flash attention (default: auto, llama.cpp's choice; a quantised V cache needs it on)")
     p.add_argument("--no-repack", action="store_true", default=env_default("no_repack", d.no_repack), help="never repack weights into llama.cpp's extra buffer types (default: repack unless a check on this host finds it faults)")
+    p.add_argument("--embeddings", action="store_true", default=env_default("embeddings", d.embeddings), help="also serve POST /v1/embeddings from this model (its own llama context on the same weights)")
     p.add_argument("--log-level", default=env_default("log_level", ServerConfig.log_level), choices=["debug", "info", "warning", "error"])
 
 
@@ -109,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     _upstream_flags(serve)
     serve.add_argument("--log-prompts", action="store_true", default=env_default("log_prompts", False), help="log each rendered prompt (off: logs never hold prompt text)")
     serve.add_argument("--no-web", action="store_true", default=env_default("no_web", False), help="do not serve the chat page at /")
+    serve.add_argument("--embedding-model", metavar="PATH", action="append", default=[m for m in [env_default("embedding_model", None)] if m], help="an embedding GGUF (BERT-like, pooling in its header) served for /v1/embeddings only, as the id of its file stem; repeatable")
     serve.add_argument("--max-body-mb", type=int, default=env_default("max_body_mb", ServerConfig.max_body_mb), help="largest request body accepted")
     chat = sub.add_parser("chat", help="chat with the model in the terminal")
     _model_flags(chat)
@@ -162,13 +165,14 @@ def _serve(args: argparse.Namespace) -> int:
         ),
     )
     registry = _models(args, limits)
+    embedders = _embedding_models(args, registry.ids())
     guard = GuardSettings(
         api_key=args.api_key or None,
         max_body_bytes=args.max_body_mb * 1024 * 1024,
         loopback_only=is_loopback(args.host),
     )
     origins = [o.strip() for o in (args.cors_origins or "").split(",") if o.strip()]
-    app = create_app(registry, guard, origins, log_prompts=args.log_prompts, web=not args.no_web)
+    app = create_app(registry, guard, origins, log_prompts=args.log_prompts, web=not args.no_web, embedding_models=embedders)
     grace = args.shutdown_grace
     # uvicorn waits for open connections up to its own timeout; ours aborts generations first,
     # so every stream still gets a final error event before the connection closes
@@ -182,7 +186,7 @@ def _serve(args: argparse.Namespace) -> int:
             # uvicorn re-raises the signal after a graceful stop; a finished drain exits 0
             getattr(self, "_captured_signals", []).clear()
 
-    names = ", ".join(registry.ids()) or "the upstream's model"
+    names = ", ".join([*registry.ids(), *(m.id for m in embedders)]) or "the upstream's model"
     root = f"http://{f'[{args.host}]' if ':' in args.host else args.host}:{args.port}"
     print(f"toolserve: serving {names} on {root}/v1", file=sys.stderr, flush=True)
     if not args.no_web:
@@ -191,7 +195,25 @@ def _serve(args: argparse.Namespace) -> int:
         Server(config).run(sockets=[sock])
     finally:
         registry.close()
+        for m in embedders:
+            m.embedder.close()
     return 0
+
+
+def _embedding_models(args: argparse.Namespace, taken: list[str]) -> list[EmbeddingModel]:
+    """--embedding-model PATH: each loaded now, its id the file's stem."""
+    from toolserve.engine.embed import Embedder
+    from toolserve.modelfile import check_gguf
+    from toolserve.serving.embeddings import EmbeddingModel
+
+    out: list[EmbeddingModel] = []
+    for path in args.embedding_model:
+        file = check_gguf(path)
+        model_id = file.stem
+        if model_id in taken or any(m.id == model_id for m in out):
+            raise ToolserveError(f"--embedding-model {path}: the id '{model_id}' is already served; rename the file")
+        out.append(EmbeddingModel(model_id, Embedder.load(str(file), n_ctx=args.ctx_size, n_threads=args.threads)))
+    return out
 
 
 def _upstream_model(cfg: UpstreamConfig, alias: str | None, limits: Limits) -> UpstreamModel:

@@ -33,6 +33,7 @@ class ModelConfig:
     mmproj: str | None = None  # multimodal projector GGUF; None: one named *mmproj*.gguf beside the model, if any
     no_repack: bool = False  # never let llama.cpp repack weights (else: as the host check says)
     flash_attn: str = "auto"  # on | off | auto (llama.cpp's choice: on where the backend has it)
+    embeddings: bool = False  # also serve /v1/embeddings from this model (a second llama context on its weights)
 
 
 @dataclass(frozen=True)
@@ -91,7 +92,7 @@ class ConfigError(ValueError):
 
 _LOCAL_KEYS = {
     "id", "model", "ctx_size", "threads", "parallel", "chat_template", "tool_format", "cache_ram",
-    "cache_type_k", "cache_type_v", "keep_alive", "preload", "mmproj", "no_repack", "flash_attn",
+    "cache_type_k", "cache_type_v", "keep_alive", "preload", "mmproj", "no_repack", "flash_attn", "embeddings",
 }
 _UPSTREAM_KEYS = {
     "id", "url", "api_key", "api_key_env", "upstream_model", "mode", "guided", "timeout", "verify_tls",
@@ -140,8 +141,9 @@ def _local_entry(where: str, d: dict[str, Any], base: Path, defaults: ModelConfi
     for k in ("chat_template", "mmproj"):
         if k in strs:
             strs[k] = _path(base, strs[k])
-    if "no_repack" in d:
-        strs["no_repack"] = bool(_typed(where, "no_repack", d["no_repack"], (bool,), "true or false"))
+    for k in ("no_repack", "embeddings"):
+        if k in d:
+            strs[k] = bool(_typed(where, k, d[k], (bool,), "true or false"))
     model_id = d.get("id") or Path(path or BUNDLED_FILE).stem
     inherited = {k: getattr(defaults, k) for k in _INHERITED}  # the serve flags, as defaults
     settings: dict[str, Any] = {**inherited, "model": path, "model_alias": str(model_id), **ints, **strs}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 from pydantic_core import PydanticCustomError
 
 SURROGATE_ERROR = "unpaired_surrogate"
@@ -206,3 +206,13 @@ class TokenizeRequest(_Request):
 class DetokenizeRequest(_Request):
     model: str | None = None
     tokens: list[Annotated[int, Field(ge=0)]]
+
+
+class EmbeddingRequest(_Request):
+    """POST /v1/embeddings: text, texts, token ids or lists of token ids."""
+
+    model: str | None = None
+    input: str | list[str] | list[StrictInt] | list[list[StrictInt]]
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: Annotated[int, Field(ge=1)] | None = None
+    user: str | None = None

@@ -254,6 +254,7 @@ class LlamaCppEngine:
         # stream) until the next decode; a snapshot must not be taken or restored before that
         self._copies_pending = False
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self.embedder: Any = None  # engine/embed.py's context on these weights (--embeddings), closed before them
         self._worker = threading.Thread(target=self._run, name="toolserve-engine", daemon=True)
         self._worker.start()
 
@@ -358,6 +359,9 @@ class LlamaCppEngine:
 
             mtmd_cpp.mtmd_free(self._mtmd)
             self._mtmd = None
+        if self.embedder is not None:
+            self.embedder.close()
+            self.embedder = None
         self._llm.close()
 
     def _run(self) -> None:

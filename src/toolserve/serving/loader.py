@@ -29,6 +29,21 @@ def _probe_model(path: Path) -> Path:
         return path
 
 
+def attach_embedder(engine: Engine, *, n_ctx: int, n_threads: int) -> None:
+    """--embeddings: an embedding context on the generation engine's loaded weights."""
+    from toolserve.engine.embed import beside
+
+    if not isinstance(engine, LlamaCppEngine):
+        raise ModelLoadError("--embeddings needs a local GGUF model")
+    try:
+        engine.embedder = beside(engine._llm, n_ctx=n_ctx, n_threads=n_threads)
+    except ModelLoadError:
+        engine.close()
+        raise
+    e = engine.embedder
+    log.info("embeddings: %d dimensions, %s pooling, inputs up to %d tokens", e.dimensions, e.pooling, e.n_ctx)
+
+
 def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
     path = resolve_model(cfg.model)
     override = None
@@ -59,6 +74,8 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
         parallel=n,
         flash_attn=None if cfg.flash_attn == "auto" else cfg.flash_attn == "on",
     )
+    if cfg.embeddings:
+        attach_embedder(engine, n_ctx=cfg.ctx_size, n_threads=threads)
     info = engine.info
     source, label = choose_template(info.chat_template, info.architecture, override)
     template = ChatTemplate(source, bos_token=info.bos_token, eos_token=info.eos_token, label=label)
