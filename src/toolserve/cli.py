@@ -203,16 +203,25 @@ def _serve(args: argparse.Namespace) -> int:
 def _embedding_models(args: argparse.Namespace, taken: list[str]) -> list[EmbeddingModel]:
     """--embedding-model PATH: each loaded now, its id the file's stem."""
     from toolserve.engine.embed import Embedder
-    from toolserve.modelfile import check_gguf
+    from toolserve.engine.repack import decide_repack
+    from toolserve.errors import ModelLoadError
+    from toolserve.modelfile import bundled_model, check_gguf
     from toolserve.serving.embeddings import EmbeddingModel
 
     out: list[EmbeddingModel] = []
+    if not args.embedding_model:
+        return out
+    try:  # the host check evaluates the bundled model, as for generation models (serving/loader.py)
+        probe = str(bundled_model())
+    except ModelLoadError:
+        probe = str(check_gguf(args.embedding_model[0]))
+    repack = decide_repack(args.no_repack, probe)
     for path in args.embedding_model:
         file = check_gguf(path)
         model_id = file.stem
         if model_id in taken or any(m.id == model_id for m in out):
             raise ToolserveError(f"--embedding-model {path}: the id '{model_id}' is already served; rename the file")
-        out.append(EmbeddingModel(model_id, Embedder.load(str(file), n_ctx=args.ctx_size, n_threads=args.threads)))
+        out.append(EmbeddingModel(model_id, Embedder.load(str(file), n_ctx=args.ctx_size, n_threads=args.threads, repack=repack)))
     return out
 
 

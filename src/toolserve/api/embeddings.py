@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from typing import Any
 
@@ -65,7 +66,7 @@ def _resolve(registry: ModelRegistry, name: str | None, own: dict[str, Embedding
 
 async def _answer(req: EmbeddingRequest, model_id: str, e: Embedder) -> dict[str, Any]:
     check_dimensions(e, req.dimensions)
-    tokens = token_lists(e, req.input)
+    tokens = await asyncio.to_thread(token_lists, e, req.input)  # 2048 long texts take a while: not on the event loop
     rows = await embed(e, tokens)
     data = []
     for i, row in enumerate(rows):

@@ -111,13 +111,15 @@ class Embedder:
         self._worker.start()
 
     @classmethod
-    def load(cls, path: str, *, n_ctx: int, n_threads: int | None = None) -> Embedder:
-        """An embedding model of its own (a GGUF with pooling in its header, e.g. BERT)."""
+    def load(cls, path: str, *, n_ctx: int, n_threads: int | None = None, repack: bool = True) -> Embedder:
+        """An embedding model of its own (a GGUF with pooling in its header, e.g. BERT).
+        `repack`: as for the generation model (engine/repack.py: off where it faults)."""
         from llama_cpp import _logger
 
         _logger.set_verbose(False)  # llama.cpp's load chatter stays out of the server's log, as for the generation model
         llama_cpp.llama_backend_init()
         params = llama_cpp.llama_model_default_params()
+        params.use_extra_bufts = repack
         model = llama_cpp.llama_model_load_from_file(path.encode(), params)
         if not model:
             raise ModelLoadError(f"cannot load embedding model {path}")
