@@ -10,6 +10,7 @@ up to the batch's tokens and sequences; llama.cpp pools each sequence (`llama_ge
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import os
 import queue
@@ -30,6 +31,14 @@ POOLING_NAMES = {
     llama_cpp.LLAMA_POOLING_TYPE_LAST: "last",
 }
 MAX_SEQS = 64  # inputs pooled in one decode (llama.cpp's n_seq_max)
+CAUSAL_UBATCH = 512  # micro-batch of a causal model pooled by its last token
+
+
+def _meta(model: object, key: str) -> str | None:
+    """A GGUF header value of a loaded model, as text; None where it has none."""
+    buf = ctypes.create_string_buffer(256)
+    n = llama_cpp.llama_model_meta_val_str(model, key.encode(), buf, len(buf))
+    return buf.value.decode("utf-8", "replace") if n >= 0 else None
 
 
 @dataclass
@@ -76,34 +85,35 @@ class Embedder:
         self.dimensions = llama_cpp.llama_model_n_embd(model)
         train = llama_cpp.llama_model_n_ctx_train(model)
         self.n_ctx = min(n_ctx, train) if train > 0 else n_ctx  # longest input, in tokens
+        arch = _meta(model, "general.architecture") or ""
+        causal = _meta(model, f"{arch}.attention.causal") != "false"  # BERT-like encoders say false
+        if pooling is None:
+            header = _meta(model, f"{arch}.pooling_type")
+            pooling = int(header) if header and header != str(llama_cpp.LLAMA_POOLING_TYPE_NONE) else None
+        if pooling is None and causal:
+            # a generation model has no pooling in its header: in a causal model the last token
+            # is the one that has read the whole input (as decoder embedding models pool)
+            pooling = llama_cpp.LLAMA_POOLING_TYPE_LAST
+        if pooling not in POOLING_NAMES:
+            self._free_model()
+            raise ModelLoadError(f"{path}: pooling type {pooling} gives no embedding per input (mean, cls or last are supported)")
+        self.pooling = POOLING_NAMES[pooling]
         params = llama_cpp.llama_context_default_params()
-        params.n_ctx = self.n_ctx
-        # llama.cpp pools a sequence only when all of it is in one micro-batch
-        params.n_batch = params.n_ubatch = self.n_ctx
+        params.n_ctx = params.n_batch = self.n_ctx
+        # llama.cpp pools a sequence whole only within one micro-batch; the last token of a causal
+        # model is right whatever the split (its KV holds the rest), so there micro-batches stay
+        # small: an n_ctx-token one costs SmolLM2 786 MB of compute buffer at 4096
+        split = causal and pooling == llama_cpp.LLAMA_POOLING_TYPE_LAST
+        params.n_ubatch = min(self.n_ctx, CAUSAL_UBATCH) if split else self.n_ctx
         params.n_seq_max = MAX_SEQS
         params.n_threads = params.n_threads_batch = n_threads
         params.embeddings = True
-        params.pooling_type = llama_cpp.LLAMA_POOLING_TYPE_UNSPECIFIED if pooling is None else pooling
+        params.pooling_type = pooling
         params.kv_unified = True  # the inputs of a batch share n_ctx cells
         self._ctx = llama_cpp.llama_init_from_model(model, params)
         if not self._ctx:
             self._free_model()
             raise ModelLoadError(f"cannot create an embedding context for {path}")
-        actual = llama_cpp.llama_pooling_type(self._ctx)
-        if actual not in POOLING_NAMES and pooling is None:
-            # a generation model has no pooling in its header: the last token is the one that
-            # has read the whole input in a causal model (as decoder embedding models pool)
-            llama_cpp.llama_free(self._ctx)
-            params.pooling_type = llama_cpp.LLAMA_POOLING_TYPE_LAST
-            self._ctx = llama_cpp.llama_init_from_model(model, params)
-            if not self._ctx:
-                self._free_model()
-                raise ModelLoadError(f"cannot create an embedding context for {path}")
-            actual = llama_cpp.llama_pooling_type(self._ctx)
-        if actual not in POOLING_NAMES:
-            self.close()
-            raise ModelLoadError(f"{path}: pooling type {actual} gives no embedding per input (mean, cls or last are supported)")
-        self.pooling = POOLING_NAMES[actual]
         self._mem = llama_cpp.llama_get_memory(self._ctx)  # NULL for encoder-only models: no KV
         self._batch = llama_cpp.llama_batch_init(self.n_ctx, 0, 1)
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
