@@ -277,3 +277,20 @@ def test_models_yaml_embeddings_key_loads_on_first_use(tmp_path: Any) -> None:
         assert r.status_code == 400 and "--embeddings" in r.json()["error"]["message"]
     finally:
         srv.stop()
+
+
+def test_generation_model_input_longer_than_a_micro_batch(server: Server, smollm_id: str) -> None:
+    """A causal model's embedding context reads 512 tokens per micro-batch: a longer input still
+    gets its last token's vector, alone as in a batch; past --ctx-size (1024) it is a 400."""
+    long = " ".join(f"item {i} is on the list." for i in range(110))  # about 770 tokens
+    alone = vectors(server, long, model=smollm_id)[0]
+    together = vectors(server, ["short one", long, "another"], model=smollm_id)
+    variant = vectors(server, long.replace("item 109", "thing 109"), model=smollm_id)[0]  # another last sentence
+    # Q4_1 weights in other micro-batch splits: 0.9997 measured; the variant 0.83, "short one" 0.53
+    assert float(alone @ together[1]) > 0.999
+    assert float(alone @ variant) < 0.99
+    assert float(alone @ together[0]) < 0.99
+    r = post(server, {"model": smollm_id, "input": long + long})
+    assert r.status_code == 400 and "maximum context length is 1024 tokens" in r.json()["error"]["message"]
+    r = post(server, {"model": smollm_id, "input": long})
+    assert 512 < r.json()["usage"]["prompt_tokens"] <= 1024
