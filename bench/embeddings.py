@@ -18,8 +18,11 @@ llama-server gets --slots slots (`-np`), each of --ctx tokens, and a batch that 
 (`-b`/`-ub`), so that it too pools many inputs per decode. llama-server is built from the
 llama.cpp that the installed llama-cpp-python vendors (bench/llama_server.py; cached).
 
+--decode-check adds: toolserve with and without --embeddings (the embedding context idle),
+128 greedy completion tokens, tok/s, alternating; the generation path must not slow down.
+
     python bench/embeddings.py [--runs 7] [--batch 64] [--threads 2] [--slots 16] [--ctx 512]
-                               [--models minilm,smollm2]
+                               [--models minilm,smollm2] [--pause 1] [--decode-check]
 """
 
 from __future__ import annotations
@@ -116,6 +119,7 @@ def measure(name: str, args: argparse.Namespace, bins: dict[str, Path], logs: Pa
             batch = texts(args.batch, r)
             vecs = []
             for side in (0, 1) if r % 2 == 0 else (1, 0):  # who goes first alternates
+                time.sleep(args.pause)  # the other server's threads settle first
                 elapsed, v = request(urls[side], model_ids[side], batch)
                 vecs.append((side, v))
                 if r > 0:  # the first round warms up
@@ -132,6 +136,33 @@ def measure(name: str, args: argparse.Namespace, bins: dict[str, Path], logs: Pa
     ]
 
 
+def decode_check(args: argparse.Namespace, logs: Path) -> list[str]:
+    """Generation with and without --embeddings (the embedding context idle): 128 greedy tokens
+    of a completion, end-of-generation banned, tok/s over the request's wall time."""
+    ports = (free_port(), free_port())
+    base = [sys.executable, "-m", "toolserve.cli", "serve", "--threads", str(args.threads), "--ctx-size", "1024",
+            "--parallel", "1", "--log-level", "warning", "--no-web"]  # fmt: skip
+    urls = tuple(f"http://127.0.0.1:{p}" for p in ports)
+    body = {"prompt": "Once upon a time", "max_tokens": 128, "temperature": 0, "logit_bias": {"0": -100, "2": -100}}
+    rates: tuple[list[float], list[float]] = ([], [])
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(serving("toolserve-plain", [*base, "--port", str(ports[0])], urls[0], logs))
+        stack.enter_context(serving("toolserve-embeddings", [*base, "--port", str(ports[1]), "--embeddings"], urls[1], logs))
+        for r in range(args.runs + 1):
+            for side in (0, 1) if r % 2 == 0 else (1, 0):
+                time.sleep(args.pause)
+                started = time.perf_counter()
+                out = httpx.post(f"{urls[side]}/v1/completions", json=body, timeout=600).json()
+                if r > 0:
+                    rates[side].append(out["usage"]["completion_tokens"] / (time.perf_counter() - started))
+    med = [statistics.median(x) for x in rates]
+    print(f"generation: {med[0]:.1f} tok/s without --embeddings, {med[1]:.1f} with, ratio {med[1] / med[0]:.2f}", flush=True)
+    return [
+        f"| generation, no --embeddings | tok/s | {med[0]:.1f} | {', '.join(f'{x:.1f}' for x in rates[0])} |",
+        f"| generation, --embeddings | tok/s | {med[1]:.1f} | {', '.join(f'{x:.1f}' for x in rates[1])} |",
+    ]
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=7, help="timed requests per server (after one warm-up)")
@@ -140,6 +171,8 @@ def main() -> None:
     p.add_argument("--slots", type=int, default=16, help="llama-server -np")
     p.add_argument("--ctx", type=int, default=512, help="tokens per input at most (toolserve --ctx-size; llama-server per slot)")
     p.add_argument("--models", default="minilm,smollm2")
+    p.add_argument("--pause", type=float, default=1.0, help="seconds between requests")
+    p.add_argument("--decode-check", action="store_true", help="also: generation tok/s with and without --embeddings")
     args = p.parse_args()
     bins = llama_server.binaries()
     logs = Path(tempfile.mkdtemp(prefix="toolserve-bench-embeddings-"))
@@ -147,6 +180,8 @@ def main() -> None:
     rows = ["| model | server | median inputs/s | runs |", "|---|---|---|---|"]
     for name in args.models.split(","):
         rows += measure(name.strip(), args, bins, logs)
+    if args.decode_check:
+        rows += decode_check(args, logs)
     print("\n".join(rows))
 
 
