@@ -164,6 +164,10 @@ def _serve(args: argparse.Namespace) -> int:
             max_pixels=args.max_image_pixels,
         ),
     )
+    from toolserve.modelfile import check_gguf
+
+    for path in args.embedding_model:  # a wrong path fails before the chat model loads
+        check_gguf(path)
     registry = _models(args, limits)
     embedders = _embedding_models(args, registry.ids())
     guard = GuardSettings(

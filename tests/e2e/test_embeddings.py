@@ -294,3 +294,17 @@ def test_generation_model_input_longer_than_a_micro_batch(server: Server, smollm
     assert r.status_code == 400 and "maximum context length is 1024 tokens" in r.json()["error"]["message"]
     r = post(server, {"model": smollm_id, "input": long})
     assert 512 < r.json()["usage"]["prompt_tokens"] <= 1024
+
+
+@pytest.mark.parametrize(("name", "content", "words"), [("missing.gguf", None, "model file not found"), ("notes.gguf", b"text", "not a GGUF file")])
+def test_a_bad_embedding_model_stops_the_start_with_one_line(tmp_path: Any, name: str, content: bytes | None, words: str) -> None:
+    import subprocess
+
+    from tests.conftest import toolserve_command
+
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    done = subprocess.run([*toolserve_command(), "serve", "--port", "0", "--embedding-model", str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert f"toolserve: error: {words}: {path}" in done.stderr
