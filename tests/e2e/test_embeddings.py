@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import Server
 
@@ -308,3 +311,33 @@ def test_a_bad_embedding_model_stops_the_start_with_one_line(tmp_path: Any, name
     done = subprocess.run([*toolserve_command(), "serve", "--port", "0", "--embedding-model", str(path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert f"toolserve: error: {words}: {path}" in done.stderr
+
+
+# any JSON value where the request's fields go, with strings that may hold lone surrogates
+_TEXT = st.lists(st.one_of(st.characters(), st.characters(categories=["Cs"])), max_size=8).map("".join)
+_IDS = st.lists(st.integers(-(2**40), 2**40) | st.integers(0, 30000), max_size=6)
+_INPUT = st.one_of(_TEXT, st.lists(_TEXT, max_size=4), _IDS, st.lists(_IDS, max_size=3), st.floats(), st.none(), st.booleans(),
+                   st.lists(st.one_of(_TEXT, st.integers(), st.none()), max_size=3), st.dictionaries(_TEXT, _TEXT, max_size=2))
+
+
+@given(
+    st.fixed_dictionaries(
+        {"input": _INPUT},
+        optional={
+            "model": st.sampled_from([MINILM, "nope", ""]) | _TEXT,
+            "encoding_format": st.sampled_from(["float", "base64", "int8"]) | st.integers(),
+            "dimensions": st.integers(-5, 1000) | st.none() | _TEXT,
+            "user": _TEXT,
+        },
+    )
+)
+@settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+def test_any_body_gets_a_vector_or_a_4xx_in_openais_shape(server: Server, body: dict[str, Any]) -> None:
+    raw = json.dumps(body, ensure_ascii=True)  # lone surrogates travel as \ud800 escapes
+    r = httpx.post(f"{server.url}/v1/embeddings", content=raw, headers={"content-type": "application/json"}, timeout=120)
+    assert r.status_code < 500, (body, r.text[:300])
+    if r.status_code == 200:
+        data = r.json()["data"]
+        assert data and all(abs(np.linalg.norm(d["embedding"]) - 1.0) < 1e-4 or isinstance(d["embedding"], str) for d in data)
+    else:
+        assert set(r.json()["error"]) == {"message", "type", "param", "code"}

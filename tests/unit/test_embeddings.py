@@ -62,6 +62,8 @@ class FakeEmbedder:
     dimensions = 16
 
     def tokenize(self, text: str) -> list[int]:
+        if not text.strip():
+            return []  # as a tokenizer that drops whitespace and adds no special tokens would
         return [1, *(ord(c) % 90 + 5 for c in text), 2]  # like BERT: a start and an end token around it
 
 
@@ -86,6 +88,7 @@ def test_token_lists(data: Any, expected: list[list[int]]) -> None:
     ("data", "param", "words"),
     [
         ("", "input", "empty string"),
+        (["a", "  "], "input[1]", "gives no tokens"),
         ([], "input", "is empty"),
         (["a", ""], "input[1]", "empty string"),
         ([[1], []], "input[1]", "empty list"),

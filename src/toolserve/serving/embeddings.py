@@ -63,6 +63,8 @@ def token_lists(e: Embedder, data: str | Sequence[str] | Sequence[int] | Sequenc
             if not item:
                 raise InvalidRequest(f"'{where}' is an empty string; there is nothing to embed.", param=where)
             tokens = e.tokenize(item)
+            if not tokens:  # a text the tokenizer drops entirely, in a model that adds no special tokens
+                raise InvalidRequest(f"'{where}' gives no tokens for this model; there is nothing to embed.", param=where)
         else:
             tokens = list(item)
             if not tokens:
