@@ -51,7 +51,9 @@ async def embeddings(req: EmbeddingRequest, request: Request, registry: Registry
 
 def _default_embeds(registry: ModelRegistry) -> bool:
     entry = registry.default_entry()
-    return isinstance(entry, LocalModel) and entry.pipeline is not None and embedder_of(entry.pipeline) is not None
+    if not isinstance(entry, LocalModel):
+        return False
+    return entry.cfg.embeddings if entry.pipeline is None else embedder_of(entry.pipeline) is not None  # not loaded yet: as configured
 
 
 def _resolve(registry: ModelRegistry, name: str | None, own: dict[str, EmbeddingModel]) -> Any:
