@@ -8,7 +8,7 @@ import dataclasses
 import logging
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +24,13 @@ from toolserve.config import (
     env_default,
     field_names,
     load_models_config,
+    parse_gpu_layers,
+    parse_lora,
+    parse_lora_model,
+    parse_main_gpu,
     parse_model_map,
+    parse_split_mode,
+    parse_tensor_split,
 )
 from toolserve.errors import ToolserveError
 from toolserve.serving.media import ImagePolicy
@@ -47,6 +53,26 @@ CAPS = {
 }
 
 
+def _checked(parse: Callable[[object], object]) -> Callable[[str], object]:
+    """An argparse type from a config parser: its message, not argparse's generic one."""
+
+    def check(text: str) -> object:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return check
+
+
+def _placement_flags(p: argparse.ArgumentParser, d: ModelConfig) -> None:
+    p.add_argument("--gpu-layers", "-ngl", type=_checked(parse_gpu_layers), default=env_default("gpu_layers", d.gpu_layers), help="layers on the GPU: a number, all, or auto (default: auto, all that fit; 0 where llama.cpp was built without a GPU backend)")
+    p.add_argument("--main-gpu", type=_checked(parse_main_gpu), default=env_default("main_gpu", d.main_gpu), help="the GPU (index) of the whole model with --split-mode none")
+    p.add_argument("--split-mode", type=_checked(parse_split_mode), default=env_default("split_mode", d.split_mode), help="how a model spreads over several GPUs: none (one GPU), layer (default: whole layers per GPU) or row (rows of each weight)")
+    p.add_argument("--tensor-split", type=_checked(parse_tensor_split), default=env_default("tensor_split", d.tensor_split), help="each GPU's share of the model, e.g. 3,1 (default: in proportion to free memory)")
+    p.add_argument("--no-kv-offload", action="store_true", default=env_default("no_kv_offload", d.no_kv_offload), help="keep the KV cache in RAM instead of on the GPU")
+
+
 def _model_flags(p: argparse.ArgumentParser) -> None:
     d = ModelConfig()
     p.add_argument("--model", default=env_default("model", d.model), help="GGUF file (default: bundled SmolLM2-135M-Instruct)")
@@ -61,14 +87,19 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-type-k", default=env_default("cache_type_k", d.cache_type_k), choices=sorted(KV_TYPE_NAMES), help="KV cache type for K")
     p.add_argument("--cache-type-v", default=env_default("cache_type_v", d.cache_type_v), choices=sorted(KV_TYPE_NAMES), help="KV cache type for V (quantised types turn on flash attention)")
     p.add_argument("--flash-attn", default=env_default("flash_attn", d.flash_attn), choices=["auto", "on", "off"], help="flash attention (default: auto, llama.cpp's choice; a quantised V cache needs it on)")
+    _placement_flags(p, d)
     p.add_argument("--no-repack", action="store_true", default=env_default("no_repack", d.no_repack), help="never repack weights into llama.cpp's extra buffer types (default: repack unless a check on this host finds it faults)")
     p.add_argument("--embeddings", action="store_true", default=env_default("embeddings", d.embeddings), help="also serve POST /v1/embeddings from this model (its own llama context on the same weights)")
+    p.add_argument("--lora", metavar="PATH[:SCALE]", action="append", type=_checked(lambda text: parse_lora(str(text), "--lora")), default=[], help="apply a LoRA adapter GGUF to the model (scale default 1); repeatable")
+    p.add_argument("--lora-model", dest="lora_models", metavar="NAME=PATH[:SCALE]", action="append", type=_checked(lambda text: parse_lora_model(str(text), "--lora-model")), default=[], help="also serve the model with this adapter as model NAME (the base weights are shared); repeatable")
     p.add_argument("--log-level", default=env_default("log_level", ServerConfig.log_level), choices=["debug", "info", "warning", "error"])
 
 
 def _model_config(args: argparse.Namespace) -> ModelConfig:
     """Every ModelConfig field is a flag of the same name (see _model_flags)."""
-    return ModelConfig(**{name: getattr(args, name) for name in field_names(ModelConfig)})
+    values = {name: getattr(args, name) for name in field_names(ModelConfig)}
+    values["lora"], values["lora_models"] = tuple(values["lora"] or ()), tuple(values["lora_models"] or ())
+    return ModelConfig(**values)
 
 
 def _upstream_flags(p: argparse.ArgumentParser) -> None:
@@ -255,7 +286,11 @@ def _registry(args: argparse.Namespace, limits: Limits) -> ModelRegistry:
     from toolserve.serving.registry import LocalModel, ModelRegistry
 
     if args.config:
-        given = [flag for flag, value in (("--model", args.model), ("--model-alias", args.model_alias), ("--upstream", args.upstream)) if value]
+        given = [
+            flag
+            for flag, value in (("--model", args.model), ("--model-alias", args.model_alias), ("--upstream", args.upstream), ("--lora", args.lora), ("--lora-model", args.lora_models))
+            if value
+        ]
         if given:
             raise ToolserveError(f"--config lists the models; drop {' and '.join(given)}")
         try:

@@ -34,6 +34,54 @@ class ModelConfig:
     no_repack: bool = False  # never let llama.cpp repack weights (else: as the host check says)
     flash_attn: str = "auto"  # on | off | auto (llama.cpp's choice: on where the backend has it)
     embeddings: bool = False  # also serve /v1/embeddings from this model (a second llama context on its weights)
+    gpu_layers: str = "auto"  # layers on the GPU: a number, all, or auto (all that fit; 0 without a GPU backend)
+    main_gpu: int = 0  # the GPU of the whole model with split_mode none
+    split_mode: str = "layer"  # none | layer | row: how a model spreads over several GPUs
+    tensor_split: tuple[float, ...] = ()  # each GPU's share of the layers; (): in proportion to free memory
+    no_kv_offload: bool = False  # keep the KV cache (and attention) in RAM, not on the GPU
+    lora: tuple[LoraSpec, ...] = ()  # LoRA adapters applied to this model's id
+    lora_models: tuple[LoraModel, ...] = ()  # adapters served as their own ids on the same base weights
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    """A LoRA adapter GGUF and its scale (`--lora PATH[:SCALE]`)."""
+
+    path: str
+    scale: float = 1.0
+
+
+@dataclass(frozen=True)
+class LoraModel:
+    """An adapter served as model `id` on top of a loaded base (`--lora-model NAME=PATH[:SCALE]`):
+    the base weights with this adapter alone."""
+
+    id: str
+    lora: LoraSpec
+
+
+def parse_lora(spec: str, where: str) -> LoraSpec:
+    """PATH[:SCALE]; a last ':...' that is not a number belongs to the path."""
+    path, sep, tail = spec.rpartition(":")
+    scale = 1.0
+    if sep:
+        try:
+            scale = float(tail)
+        except ValueError:
+            path = spec
+    else:
+        path = spec
+    if not path.strip():
+        raise ConfigError(f"{where} {spec!r}: expected PATH[:SCALE], e.g. 'my-adapter.gguf:0.8'")
+    return LoraSpec(path, scale)
+
+
+def parse_lora_model(spec: str, where: str) -> LoraModel:
+    """NAME=PATH[:SCALE]."""
+    name, sep, rest = spec.partition("=")
+    if not sep or not name.strip() or not rest.strip():
+        raise ConfigError(f"{where} {spec!r}: expected NAME=PATH[:SCALE], e.g. 'my-tuned=adapter.gguf'")
+    return LoraModel(name.strip(), parse_lora(rest.strip(), where))
 
 
 @dataclass(frozen=True)
@@ -92,15 +140,58 @@ class ConfigError(ValueError):
 
 _LOCAL_KEYS = {
     "id", "model", "ctx_size", "threads", "parallel", "chat_template", "tool_format", "cache_ram",
-    "cache_type_k", "cache_type_v", "keep_alive", "preload", "mmproj", "no_repack", "flash_attn", "embeddings",
+    "cache_type_k", "cache_type_v", "keep_alive", "preload", "mmproj", "no_repack", "flash_attn",
+    "gpu_layers", "main_gpu", "split_mode", "tensor_split", "no_kv_offload", "lora", "lora_models", "embeddings",
 }
 _UPSTREAM_KEYS = {
     "id", "url", "api_key", "api_key_env", "upstream_model", "mode", "guided", "timeout", "verify_tls",
     "chat_template", "tool_format", "health_interval",
 }
 _TOP_KEYS = {"models", "memory_mb", "keep_alive", "default", "model_map"}
-_INHERITED = ("ctx_size", "threads", "parallel", "cache_ram", "cache_type_k", "cache_type_v", "no_repack", "flash_attn")
+_INHERITED = (
+    "ctx_size", "threads", "parallel", "cache_ram", "cache_type_k", "cache_type_v", "no_repack", "flash_attn",
+    "gpu_layers", "main_gpu", "split_mode", "tensor_split", "no_kv_offload",
+)
 FLASH_ATTN = ("auto", "on", "off")
+SPLIT_MODES = ("none", "layer", "row")
+MAX_TENSOR_SPLIT = 16  # llama.cpp's LLAMA_MAX_DEVICES
+
+
+def parse_gpu_layers(value: object) -> str:
+    """--gpu-layers / gpu_layers: 'auto', 'all' or a count of layers (0 or more), as a string."""
+    text = str(value).strip().lower()
+    if isinstance(value, bool) or not (text in ("auto", "all") or text.isdigit()):
+        raise ValueError(f"{value!r} is not a number of layers, 'all' or 'auto'")
+    return text if not text.isdigit() else str(int(text))
+
+
+def parse_tensor_split(value: object) -> tuple[float, ...]:
+    """--tensor-split / tensor_split: each GPU's share, e.g. '3,1' (or a YAML list), not all 0."""
+    items = value if isinstance(value, list | tuple) else str(value).replace("/", ",").split(",")
+    try:
+        shares = tuple(float(x) for x in items if str(x).strip() != "")
+    except ValueError:
+        raise ValueError(f"{value!r} is not a comma-separated list of numbers, e.g. 3,1") from None
+    if not shares or any(x < 0 or x != x or x == float("inf") for x in shares) or not any(shares):
+        raise ValueError(f"{value!r}: expected shares of 0 or more, at least one above 0, e.g. 3,1")
+    if len(shares) > MAX_TENSOR_SPLIT:
+        raise ValueError(f"{value!r}: more than {MAX_TENSOR_SPLIT} GPUs")
+    return shares
+
+
+def parse_main_gpu(value: object) -> int:
+    if isinstance(value, bool) or not str(value).strip().isdigit():
+        raise ValueError(f"{value!r} is not a GPU index (0 or more)")
+    return int(str(value))
+
+
+def parse_split_mode(value: object) -> str:
+    if value not in SPLIT_MODES:
+        raise ValueError(f"{value!r} is not one of {', '.join(SPLIT_MODES)}")
+    return str(value)
+
+
+_PLACEMENT = {"gpu_layers": parse_gpu_layers, "main_gpu": parse_main_gpu, "split_mode": parse_split_mode, "tensor_split": parse_tensor_split}
 DEFAULT_KEEP_ALIVE = 300.0
 
 
@@ -141,9 +232,21 @@ def _local_entry(where: str, d: dict[str, Any], base: Path, defaults: ModelConfi
     for k in ("chat_template", "mmproj"):
         if k in strs:
             strs[k] = _path(base, strs[k])
-    for k in ("no_repack", "embeddings"):
+    if "lora" in d:
+        items = _typed(where, "lora", d["lora"], (list,), "a list of adapter paths (PATH or PATH:SCALE, or {path, scale})")
+        strs["lora"] = tuple(_lora_item(f"{where}.lora[{i}]", item, base) for i, item in enumerate(items))
+    if "lora_models" in d:
+        named = _typed(where, "lora_models", d["lora_models"], (dict,), "a mapping of model ids to adapter paths")
+        strs["lora_models"] = tuple(LoraModel(str(k), _lora_item(f"{where}.lora_models.{k}", v, base)) for k, v in named.items())
+    for k in ("no_repack", "no_kv_offload", "embeddings"):
         if k in d:
             strs[k] = bool(_typed(where, k, d[k], (bool,), "true or false"))
+    for k, parse in _PLACEMENT.items():
+        if k in d:
+            try:
+                strs[k] = parse(d[k])
+            except ValueError as exc:
+                raise ConfigError(f"{where}.{k}: {exc}") from None
     model_id = d.get("id") or Path(path or BUNDLED_FILE).stem
     inherited = {k: getattr(defaults, k) for k in _INHERITED}  # the serve flags, as defaults
     settings: dict[str, Any] = {**inherited, "model": path, "model_alias": str(model_id), **ints, **strs}
@@ -151,6 +254,19 @@ def _local_entry(where: str, d: dict[str, Any], base: Path, defaults: ModelConfi
     preload = bool(_typed(where, "preload", d.get("preload", False), (bool,), "true or false"))
     ka = _keep_alive(where, d["keep_alive"]) if "keep_alive" in d else keep_alive
     return ModelEntry(id=str(model_id), local=cfg, keep_alive=ka, preload=preload)
+
+
+def _lora_item(where: str, item: Any, base: Path) -> LoraSpec:
+    if isinstance(item, str):
+        spec = parse_lora(item, where)
+    elif isinstance(item, dict) and set(item) <= {"path", "scale"} and isinstance(item.get("path"), str):
+        scale = item.get("scale", 1.0)
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+            raise ConfigError(f"{where}.scale: expected a number, got {scale!r}")
+        spec = LoraSpec(item["path"], float(scale))
+    else:
+        raise ConfigError(f"{where}: expected PATH[:SCALE] or {{path: ..., scale: ...}}, got {item!r}")
+    return LoraSpec(_path(base, spec.path), spec.scale)
 
 
 def _upstream_entry(where: str, d: dict[str, Any], base: Path) -> ModelEntry:
@@ -226,8 +342,11 @@ def load_models_config(path: str, defaults: ModelConfig | None = None) -> Models
             kind = "an upstream" if "url" in raw else "a local"
             raise ConfigError(f"{where}: unknown key {unknown[0]!r} for {kind} model (known: {', '.join(sorted(allowed))})")
         entry = _upstream_entry(where, raw, base) if "url" in raw else _local_entry(where, raw, base, defaults or ModelConfig(), keep_alive)
-        if any(e.id == entry.id for e in entries):
-            raise ConfigError(f"{where}: the id {entry.id!r} is used twice")
+        taken = {e.id for e in entries} | {a.id for e in entries if e.local for a in e.local.lora_models}
+        for new in [entry.id, *(a.id for a in (entry.local.lora_models if entry.local else ()))]:
+            if new in taken:
+                raise ConfigError(f"{where}: the id {new!r} is used twice")
+            taken.add(new)
         entries.append(entry)
     default = data.get("default", entries[0].id)
     if default not in {e.id for e in entries}:
@@ -237,7 +356,7 @@ def load_models_config(path: str, defaults: ModelConfig | None = None) -> Models
         memory = int(_typed(path, "memory_mb", memory, (int,), "megabytes (an integer)"))
     mapping = data.get("model_map") or {}
     _typed(path, "model_map", mapping, (dict,), "a mapping of name patterns to model ids")
-    ids = {e.id for e in entries}
+    ids = {e.id for e in entries} | {a.id for e in entries if e.local for a in e.local.lora_models}
     for pattern, target in mapping.items():
         if target not in ids:
             raise ConfigError(f"{path}: model_map.{pattern}: {target!r} is not the id of a model in the file")

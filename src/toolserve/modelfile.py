@@ -60,9 +60,10 @@ def find_mmproj(model: Path) -> str | None:
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 
 
-def gguf_metadata(path: str | Path, *, skip_prefix: str = "tokenizer.") -> dict[str, object]:
+def gguf_metadata(path: str | Path, *, skip_prefix: str = "tokenizer.", tensors: dict[str, int] | None = None) -> dict[str, object]:
     """The key/value header of a GGUF file, read without loading the model. Keys starting with
-    `skip_prefix` (the vocabulary, large) are skipped, not decoded."""
+    `skip_prefix` (the vocabulary, large) are skipped, not decoded. With `tensors`, the size in
+    bytes of each tensor is put there too."""
     import struct
 
     def read(f: object, fmt: str) -> Any:
@@ -99,11 +100,31 @@ def gguf_metadata(path: str | Path, *, skip_prefix: str = "tokenizer.") -> dict[
         f.read(4)
         version = read(f, "<I")
         count_fmt = "<I" if version == 1 else "<Q"
-        read(f, count_fmt)  # tensors
+        n_tensors = read(f, count_fmt)
         for _ in range(read(f, count_fmt)):
             key = string(f)
             keep = not key.startswith(skip_prefix)
             v = value(f, read(f, "<I"), keep)
             if keep:
                 out[key] = v
+        if tensors is not None:
+            # the tensor table: name, dims, type, offset into the data section
+            offsets: list[tuple[int, str]] = []
+            for _ in range(n_tensors):
+                name = string(f)
+                n_dims = read(f, "<I")
+                f.seek(8 * n_dims + 4, 1)  # dims (u64 each), type (u32)
+                offsets.append((read(f, "<Q"), name))
+            align = int(out.get("general.alignment", 32))  # type: ignore[call-overload]
+            start = -(-f.tell() // align) * align
+            end = p.stat().st_size - start
+            for (off, name), (nxt, _) in zip(sorted(offsets), [*sorted(offsets)[1:], (end, "")], strict=True):
+                tensors[name] = nxt - off  # the distance to the next tensor (alignment padding included)
+    return out
+
+
+def gguf_tensor_bytes(path: str | Path) -> dict[str, int]:
+    """Bytes of each tensor of a GGUF file (from its tensor table, without reading the data)."""
+    out: dict[str, int] = {}
+    gguf_metadata(path, tensors=out)
     return out

@@ -81,6 +81,12 @@ models:
         ("models:\n  - id: a\n    cache_type_k: q3", "cache_type_k"),
         ("models:\n  - id: a\n    no_repack: yes please", "models[0].no_repack: expected true or false"),
         ("models:\n  - id: a\n    embeddings: 1", "models[0].embeddings: expected true or false"),
+        ("models:\n  - id: a\n    lora: x.gguf", "models[0].lora: expected a list of adapter paths"),
+        ("models:\n  - id: a\n    lora: [{path: x.gguf, scale: big}]", "models[0].lora[0].scale: expected a number"),
+        ("models:\n  - id: a\n    lora: [{file: x.gguf}]", "models[0].lora[0]: expected PATH[:SCALE] or {path: ..., scale: ...}"),
+        ("models:\n  - id: a\n    lora_models: [x.gguf]", "models[0].lora_models: expected a mapping"),
+        ("models:\n  - id: a\n    lora_models: {a: x.gguf}", "the id 'a' is used twice"),
+        ("models:\n  - id: a\n    lora_models: {t: x.gguf}\n  - id: t", "the id 't' is used twice"),
         ("models:\n  - url: http://x\n    id: a\n    api_key_env: NO_SUCH_VARIABLE_HERE", "NO_SUCH_VARIABLE_HERE is not set"),
         ("modles: []", "unknown key 'modles'"),
         ("models: [", "not valid YAML"),
@@ -154,3 +160,20 @@ def test_plain_text_error_and_urls() -> None:
 @pytest.mark.parametrize(("ctx", "n"), [(512, 4), (4096, 4), (8192, 2), (16384, 1), (131072, 1)])
 def test_auto_parallel_sizes_for_the_context(ctx: int, n: int) -> None:
     assert auto_parallel(ctx) == n
+
+
+def test_lora_keys_and_flags(tmp_path: Path) -> None:
+    from toolserve.config import LoraModel, LoraSpec, parse_lora, parse_lora_model
+
+    path = write(tmp_path, (
+        "models:\n  - id: a\n    lora: [one.gguf, 'two.gguf:0.5', {path: /abs/three.gguf, scale: 2}]\n"
+        "    lora_models: {tuned: 'four.gguf:0.25', other: {path: five.gguf}}\n"
+        "model_map: {'gpt-*': tuned}\n"
+    ))
+    cfg = load_models_config(path).models[0].local
+    assert cfg is not None
+    assert cfg.lora == (LoraSpec(str(tmp_path / "one.gguf")), LoraSpec(str(tmp_path / "two.gguf"), 0.5), LoraSpec("/abs/three.gguf", 2.0))
+    assert cfg.lora_models == (LoraModel("tuned", LoraSpec(str(tmp_path / "four.gguf"), 0.25)), LoraModel("other", LoraSpec(str(tmp_path / "five.gguf"))))
+    assert parse_lora("C:/adapters/x.gguf", "--lora") == LoraSpec("C:/adapters/x.gguf")  # a colon in the path is not a scale
+    assert parse_lora("a.gguf:-0.5", "--lora") == LoraSpec("a.gguf", -0.5)
+    assert parse_lora_model(" t = a.gguf:2 ", "--lora-model") == LoraModel("t", LoraSpec("a.gguf", 2.0))

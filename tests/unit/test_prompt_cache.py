@@ -64,3 +64,17 @@ def test_budget_never_exceeded(puts: list[tuple[list[int], int]]) -> None:
         c.put(tokens, len(tokens), None, size)
         assert c.nbytes <= c.budget
         assert c.stats.bytes == c.nbytes
+
+
+def test_entries_serve_only_their_adapter_set() -> None:
+    c = PromptCache(1000)
+    c.put([1, 2, 3, 4], 4, "base", 10)
+    c.put([1, 2, 3, 4], 4, "tuned", 10, adapter=1)  # the same tokens under an adapter: a second entry
+    assert len(c) == 2
+    for adapter, want in ((0, "base"), (1, "tuned")):
+        entry, n = c.best([1, 2, 3, 4, 5], adapter)
+        assert entry is not None and entry.snapshot == want and n == 4
+    assert c.best([1, 2, 3, 4, 5], 2) == (None, 0)
+    assert c.covers([1, 2, 3, 4], 4, 1) and not c.covers([1, 2, 3, 4], 4, 2)
+    c.put([1, 2, 3, 4, 5, 6], 6, "tuned longer", 10, adapter=1)  # replaces only its own adapter's shorter entry
+    assert sorted(e.snapshot for e in c._entries.values()) == ["base", "tuned longer"]

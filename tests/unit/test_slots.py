@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from toolserve.engine.base import MediaSpan
 from toolserve.engine.prompt_cache import PromptCache
-from toolserve.engine.slots import PREFILL_CHUNK, SeqState, boundary, lead, next_stop, plan
+from toolserve.engine.slots import PREFILL_CHUNK, SeqState, adapter_turn, boundary, lead, next_stop, plan
 
 C = PREFILL_CHUNK
 A = list(range(1000, 1000 + 3 * C + 10))  # a conversation of 3 whole chunks and a bit
@@ -114,3 +114,49 @@ def test_a_trimmed_conversation_is_saved_before_another_one_goes_on_from_its_pre
     seqs = [seq(0, [*SHARED, *A[: 2 * C]], 4 * C, used=1)]
     p = plan(seqs, [*SHARED, *B], [], cache())
     assert (p.target, p.reuse, p.save) == (0, 2 * C, True)  # the shared prompt stays, A's two chunks go to a snapshot
+
+
+def test_kv_computed_under_other_adapters_is_never_reused() -> None:
+    tuned = seq(1, A[: 3 * C], used=1)
+    tuned.adapter = 1
+    seqs = [seq(0, used=2), tuned]
+    p = plan(seqs, [*A, 1], [], cache())  # the base model: the tuned sequence's KV is worthless
+    assert p.reuse == 0 and p.source is None
+    p = plan(seqs, [*A, 1], [], cache(), adapter=1)
+    assert (p.target, p.reuse) == (1, 3 * C)
+    c = cache()
+    c.put(A[: 3 * C], 3 * C, b"x", 1, adapter=1)
+    p = plan([seq(0)], [*A, 1], [], c)
+    assert p.snapshot is None and p.reuse == 0
+    p = plan([seq(0)], [*A, 1], [], c, adapter=1)
+    assert p.snapshot is not None and p.reuse == 3 * C
+
+
+def test_a_sequence_under_another_adapter_is_snapshotted_under_its_own() -> None:
+    tuned = seq(0, A[: 3 * C], used=1)
+    tuned.adapter = 1
+    base_copy = seq(1, A[: 3 * C], used=2, busy=True)  # the same tokens, under the base weights
+    p = plan([tuned, base_copy], B, [], cache())
+    assert p.target == 0 and p.save  # the base sequence does not hold what the tuned one would lose
+
+
+def test_adapter_sets_take_turns() -> None:
+    assert adapter_turn([0], 0, 0, 8) == (0, 0)  # alone: no turns counted
+    assert adapter_turn([2], 0, 5, 8) == (2, 1)  # the applied set has nothing to run
+    assert adapter_turn([0, 1], 0, 3, 8) == (0, 4)
+    assert adapter_turn([0, 1], 0, 8, 8) == (1, 1)  # its turn is over: the next set
+    assert adapter_turn([0, 1, 3], 3, 8, 8) == (0, 1)  # after the last, the first
+
+
+@given(st.sets(st.integers(0, 5), min_size=2), st.integers(0, 5), st.integers(1, 8))
+def test_running_adapter_sets_each_get_their_turn(running: set[int], start: int, limit: int) -> None:
+    sets = sorted(running)
+    applied, turn, last = start, 0, {}
+    for step in range(limit * len(sets) * 3):
+        before = applied
+        applied, turn = adapter_turn(sets, applied, turn, limit)
+        assert applied in sets and 1 <= turn <= limit
+        if applied != before or step == 0:
+            assert turn == 1
+        last[applied] = step
+        assert all(step - last.get(s, -1) <= limit * (len(sets) - 1) + 1 for s in sets if s in last or step >= limit * len(sets))

@@ -40,12 +40,21 @@ def model_card(pipe: Any) -> dict[str, Any]:
             "vision": info.vision,
             "input_modalities": ["text", "image"] if info.vision else ["text"],
             "weight_repacking": info.repack,
+            "adapters": [{"path": a.path, "scale": a.scale} for a in pipe.adapters],
+            **({"base": pipe.base_id} if pipe.base_id else {}),
+            "placement": placement(pipe),
         },
     }
     embedder = getattr(pipe.engine, "embedder", None)
     if embedder is not None:  # --embeddings: /v1/embeddings takes this model too
         out["toolserve"]["embeddings"] = describe(embedder)
     return out
+
+
+def placement(pipe: Any) -> dict[str, Any] | None:
+    """Where the model's layers are (engine.base.Placement), with its one-line summary."""
+    where = getattr(pipe.engine.info, "placement", None)
+    return None if where is None else {**dataclasses.asdict(where), "summary": where.summary()}
 
 
 def card(entry: Entry) -> dict[str, Any]:
@@ -64,6 +73,11 @@ def card(entry: Entry) -> dict[str, Any]:
             "max_model_len": cfg.ctx_size,
             "toolserve": {"path": cfg.model or BUNDLED_FILE, "n_ctx": cfg.ctx_size},
         }
+        if entry.base is not None:
+            spec = next(a.lora for a in cfg.lora_models if a.id == entry.id)
+            out["toolserve"]["adapters"] = [{"path": spec.path, "scale": spec.scale}]
+        else:
+            out["toolserve"]["adapters"] = [{"path": a.path, "scale": a.scale} for a in cfg.lora]
     out["toolserve"] = {"backend": "local", **out["toolserve"], **entry.status()}
     return out
 
@@ -97,6 +111,7 @@ def engine_stats(pipe: Pipeline) -> dict[str, Any]:
         "cached_tokens": stats.cached_tokens,
         "generated_tokens": stats.generated_tokens,
         "prompt_cache": cache_stats(pipe.engine),
+        "placement": placement(pipe),
     }
 
 

@@ -12,6 +12,37 @@ from toolserve.types import ImageData, SamplingParams, TokenEvent
 
 
 @dataclass(frozen=True)
+class DeviceUse:
+    """A device a model's layers are on."""
+
+    name: str  # ggml's name, e.g. CUDA0
+    description: str
+    layers: int
+    memory_mb: int  # taken by this model's load (free memory before minus after)
+    free_mb: int  # after the load
+    total_mb: int
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a model's layers are. llama.cpp offloads its repeating layers and the output layer
+    (n_layers in all), the output layer first; the input embeddings stay in RAM."""
+
+    gpu_layers: int
+    n_layers: int
+    devices: tuple[DeviceUse, ...] = ()
+    kv_offload: bool = True  # the KV cache of offloaded layers is on their device
+    gpu_backend: bool = False  # llama.cpp was built with a backend that can take layers
+    chosen: str = ""  # how the count was decided, e.g. "auto: all fit", "--gpu-layers 20"
+
+    def summary(self) -> str:
+        if not self.gpu_layers:
+            return f"all {self.n_layers} layers on the CPU ({self.chosen})"
+        where = ", ".join(f"{d.name} ({d.description}) {d.layers} layers, {d.memory_mb} MiB" for d in self.devices if d.layers)
+        return f"{self.gpu_layers} of {self.n_layers} layers on {where} ({self.chosen})"
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     path: str
     architecture: str
@@ -25,6 +56,15 @@ class ModelInfo:
     chat_template: str | None
     vision: bool = False  # a multimodal projector is loaded: prompts may hold images
     repack: bool = True  # llama.cpp may repack weights into extra buffer types (AMX, CPU_REPACK)
+    placement: Placement | None = None
+
+
+@dataclass(frozen=True)
+class Lora:
+    """A LoRA adapter GGUF applied at `scale` (llama.cpp's adapter API; 0 leaves it out)."""
+
+    path: str
+    scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -152,9 +192,9 @@ class Engine(Protocol):
         `start` the caller sets). Only for engines with `info.vision`; may be slow (resizing)."""
         ...
 
-    def submit(self, prompt: Sequence[int], params: SamplingParams, media: Sequence[MediaSpan] = ()) -> Generation:
+    def submit(self, prompt: Sequence[int], params: SamplingParams, media: Sequence[MediaSpan] = (), adapter: int = 0) -> Generation:
         """Queue a generation; must be called from the event loop thread. `media` are the
-        images in `prompt`, in order."""
+        images in `prompt`, in order; `adapter` the index of the LoRA adapter set it runs under."""
         ...
 
     def close(self) -> None: ...

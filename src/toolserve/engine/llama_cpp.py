@@ -24,15 +24,31 @@ import llama_cpp
 import numpy as np
 from llama_cpp import _internals
 
-from toolserve.engine.base import EngineStats, Generation, MediaSpan, ModelInfo, media_key
+from toolserve import _native
+from toolserve.engine import placement
+from toolserve.engine.base import EngineStats, Generation, Lora, MediaSpan, ModelInfo, media_key
 from toolserve.engine.prompt_cache import PromptCache
-from toolserve.engine.slots import PREFILL_CHUNK, SeqState, boundary, lead, next_stop, plan, position, snapshot_media
+from toolserve.engine.slots import (
+    PREFILL_CHUNK,
+    SeqState,
+    adapter_turn,
+    boundary,
+    lead,
+    next_stop,
+    plan,
+    position,
+    snapshot_media,
+)
 from toolserve.errors import EngineFailure, InvalidRequest, ModelLoadError
 from toolserve.types import ImageData, SamplingParams, TokenConstraint, TokenEvent, TokenLogprob
 
 log = logging.getLogger(__name__)
 
 PENALTY_LAST_N = 64  # llama.cpp's default window for repetition/presence/frequency penalties
+# steps in a row that requests of one adapter set decode while requests of another set wait
+# (llama.cpp applies adapters to the whole context, so a batch holds one set's requests only)
+ADAPTER_TURN = 8
+_LOG_ERROR = 4  # ggml_log_level GGML_LOG_LEVEL_ERROR (ggml.h)
 
 
 # KV cache element types that llama.cpp accepts for --cache-type-k / --cache-type-v
@@ -142,11 +158,12 @@ class _Batch:
 class _Job:
     """One generation inside the engine: its prompt, where it has read to, its sampler."""
 
-    def __init__(self, gen: Generation, prompt: list[int], params: SamplingParams, media: list[MediaSpan]):
+    def __init__(self, gen: Generation, prompt: list[int], params: SamplingParams, media: list[MediaSpan], adapter: int = 0):
         self.gen = gen
         self.prompt = prompt
         self.params = params
         self.media = media
+        self.adapter = adapter  # the engine's adapter set it runs under
         self.images = {m.start: m for m in media}
         self.seq: SeqState = SeqState(-1)
         self.at = 0  # prompt tokens in the sequence's KV
@@ -186,7 +203,16 @@ class LlamaCppEngine:
         repack: bool = True,
         parallel: int = 1,
         flash_attn: bool | None = None,
+        adapters: Sequence[Sequence[Lora]] = (),
+        gpu_layers: int = 0,
+        main_gpu: int = 0,
+        split_mode: str = "layer",
+        tensor_split: Sequence[float] = (),
+        kv_offload: bool = True,
+        placed_by: str = "",
     ):
+        """`adapters`: the LoRA adapter sets requests may run under, by index (`submit`'s
+        `adapter`); set 0 is the default (empty: the base weights)."""
         threads = n_threads or os.cpu_count() or 1
         if flash_attn is None:  # llama.cpp's automatic choice, as llama-server's default
             fa = llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO
@@ -195,6 +221,10 @@ class LlamaCppEngine:
         if cache_type_v not in ("f16", "f32") and fa == llama_cpp.LLAMA_FLASH_ATTN_TYPE_DISABLED:
             raise ModelLoadError("a quantised V cache needs flash attention")
         self.slots = parallel
+        gpu_backend = placement.gpu_offload()
+        if gpu_backend and _native.numpy_first:
+            log.warning("numpy was loaded before llama.cpp's libraries (imported before toolserve); CUDA builds have crashed so: import toolserve first")
+        devs_before = placement.devices() if gpu_backend else []
         try:
             self._llm = _Llama(
                 repack=repack,  # off where the host check found repacked kernels faulting
@@ -212,10 +242,15 @@ class LlamaCppEngine:
                 type_v=KV_TYPES[cache_type_v],
                 # sliding-window models keep the whole KV, so a prefix can be trimmed and reused
                 swa_full=True,
+                n_gpu_layers=gpu_layers,
+                main_gpu=main_gpu,
+                split_mode=placement.SPLIT_MODES[split_mode],
+                tensor_split=list(tensor_split) or None,
+                offload_kqv=kv_offload,
                 verbose=False,
             )
         except (ValueError, RuntimeError, OSError) as exc:
-            raise ModelLoadError(f"cannot load model {path}: {exc}") from exc
+            raise ModelLoadError(f"cannot load model {path}: {exc}{placement.shortfall(devs_before, gpu_layers)}") from exc
         model = self._llm._model
         self._vocab = model.vocab
         self._n_vocab = model.n_vocab()
@@ -226,6 +261,15 @@ class LlamaCppEngine:
         self._mtmd_lock = threading.Lock()  # libmtmd's context is used by tokenize_image and the worker
         if mmproj is not None:
             self._mtmd = self._load_mmproj(mmproj, threads)
+        try:
+            self._load_adapters(adapters or [()])
+        except ModelLoadError:
+            if self._mtmd is not None:
+                from llama_cpp import mtmd_cpp
+
+                mtmd_cpp.mtmd_free(self._mtmd)
+            self._llm.close()  # frees the adapters loaded so far with the model
+            raise
         bos, eos = model.token_bos(), model.token_eos()
         self.info = ModelInfo(
             path=path,
@@ -240,6 +284,9 @@ class LlamaCppEngine:
             chat_template=meta.get("tokenizer.chat_template"),
             vision=self._mtmd is not None,
             repack=bool(self._llm.model_params.use_extra_bufts),
+            placement=placement.report(
+                devs_before, gpu_backend, llama_cpp.llama_model_n_layer(model.model), gpu_layers, split_mode, main_gpu, tensor_split, kv_offload, placed_by
+            ),
         )
         self.stats = EngineStats()
         self.cache = PromptCache(cache_ram_mb * 1024 * 1024) if cache_ram_mb > 0 else None
@@ -253,6 +300,10 @@ class LlamaCppEngine:
         # llama.cpp queues a copy between sequences (between KV streams it copies the whole
         # stream) until the next decode; a snapshot must not be taken or restored before that
         self._copies_pending = False
+        self._applied = 0  # the adapter set on the context now
+        self._turn = 0  # steps the applied set has had in a row while another set waited
+        if self._sets[0]:
+            self._apply(0)
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self.embedder: Any = None  # engine/embed.py's context on these weights (--embeddings), closed before them
         self._worker = threading.Thread(target=self._run, name="toolserve-engine", daemon=True)
@@ -272,6 +323,56 @@ class LlamaCppEngine:
 
     def detokenize(self, tokens: Sequence[int]) -> bytes:
         return b"".join(self.token_piece(t) for t in tokens)
+
+    # -- LoRA adapters ---------------------------------------------------------------------------
+    def _load_adapters(self, sets: Sequence[Sequence[Lora]]) -> None:
+        """Load each adapter file once; `self.adapter_index[i]` is the set that request set `i`
+        runs as (adapters at scale 0 left out, equal sets merged, so their KV is shared)."""
+        loaded: dict[str, Any] = {}
+        self._sets: list[tuple[tuple[Any, float], ...]] = []
+        self._set_args: list[tuple[Any, Any, int]] = []
+        self.adapter_index: list[int] = []
+        keys: list[tuple[tuple[str, float], ...]] = []
+        for wanted in sets:
+            key = tuple(sorted((a.path, a.scale) for a in wanted if a.scale != 0.0))
+            for path, _ in key:
+                if path not in loaded:
+                    loaded[path] = self._load_adapter(path)
+            if key not in keys:
+                keys.append(key)
+                members = tuple((loaded[p], scale) for p, scale in key)
+                self._sets.append(members)
+                ptrs = (llama_cpp.llama_adapter_lora_p_ctypes * max(1, len(members)))(*(m[0] for m in members))
+                scales = (ctypes.c_float * max(1, len(members)))(*(m[1] for m in members))
+                self._set_args.append((ptrs, scales, len(members)))
+            self.adapter_index.append(keys.index(key))
+        self._adapters = list(loaded.values())
+
+    def _load_adapter(self, path: str) -> Any:
+        messages: list[str] = []
+
+        @llama_cpp.llama_log_callback
+        def collect(level: int, text: bytes, user_data: object) -> None:
+            if level == _LOG_ERROR:
+                messages.append(text.decode("utf-8", "replace").strip())
+
+        llama_cpp.llama_log_set(collect, None)
+        try:
+            adapter = llama_cpp.llama_adapter_lora_init(self._llm._model.model, path.encode())
+        finally:
+            from llama_cpp import _logger
+
+            llama_cpp.llama_log_set(_logger.llama_log_callback, None)
+        if not adapter:
+            reason = messages[-1].split("failed to apply lora adapter: ")[-1] if messages else "llama.cpp could not load it"
+            raise ModelLoadError(f"cannot apply the LoRA adapter {path} to this model: {reason}")
+        return adapter
+
+    def _apply(self, index: int) -> None:
+        ptrs, scales, n = self._set_args[index]
+        if llama_cpp.llama_set_adapters_lora(self._ctx, ptrs, n, scales) != 0:
+            raise EngineFailure(f"llama.cpp refused adapter set {index}")
+        self._applied = index
 
     # -- images (libmtmd) -------------------------------------------------------------------------
     def _load_mmproj(self, path: str, threads: int) -> object:
@@ -343,10 +444,11 @@ class LlamaCppEngine:
             raise EngineFailure(f"cannot read this model's vocabulary for constrained decoding: {exc}") from exc
 
     # -- generation ---------------------------------------------------------------------------
-    def submit(self, prompt: Sequence[int], params: SamplingParams, media: Sequence[MediaSpan] = ()) -> Generation:
+    def submit(self, prompt: Sequence[int], params: SamplingParams, media: Sequence[MediaSpan] = (), adapter: int = 0) -> Generation:
+        """Start a generation; `adapter` picks the adapter set (the constructor's `adapters`)."""
         gen = Generation(asyncio.get_running_loop(), len(prompt))
         self.stats.submitted += 1
-        self._jobs.put(_Job(gen, list(prompt), params, list(media)))
+        self._jobs.put(_Job(gen, list(prompt), params, list(media), self.adapter_index[adapter]))
         return gen
 
     def close(self) -> None:
@@ -362,6 +464,9 @@ class LlamaCppEngine:
         if self.embedder is not None:
             self.embedder.close()
             self.embedder = None
+        for adapter in self._adapters:
+            llama_cpp.llama_adapter_lora_free(adapter)
+        self._adapters = []
         self._llm.close()
 
     def _run(self) -> None:
@@ -420,7 +525,7 @@ class LlamaCppEngine:
         job.sampler = self._sampler(params, job.prompt)
         job.constraint = params.constraint() if params.constraint is not None else None
         job.max_tokens = min(params.max_tokens, self.info.n_ctx - len(job.prompt))
-        p = plan(self._seqs, job.prompt, job.media, self.cache)
+        p = plan(self._seqs, job.prompt, job.media, self.cache, job.adapter)
         seq = self._seqs[p.target]
         if (p.save or p.snapshot is not None) and self._copies_pending:
             self._flush()
@@ -441,6 +546,7 @@ class LlamaCppEngine:
             self._copy(self._seqs[p.source], seq, position(reuse, job.media))
             seq.tokens, seq.usable, seq.media = job.prompt[:reuse], reuse, snapshot_media(job.media, reuse)
         self._trim(seq, reuse)
+        seq.adapter = job.adapter
         self._started += 1
         seq.busy, seq.used = True, self._started
         job.seq, job.at, job.n_past = seq, reuse, position(reuse, job.media)
@@ -455,7 +561,7 @@ class LlamaCppEngine:
                 self.cache.stats.misses += 1
             # a prefix that another request is reading now is copied, not read twice
             for other in self._running:
-                if other.reading and other.leader is None:
+                if other.reading and other.leader is None and other.adapter == job.adapter:
                     until = lead(job.prompt, job.media, other.prompt, reuse)
                     if until > job.lead_until:
                         job.leader, job.lead_until = other, until
@@ -507,7 +613,7 @@ class LlamaCppEngine:
         buf = (ctypes.c_uint8 * size)()
         written = llama_cpp.llama_state_seq_get_data(self._ctx, buf, size, seq.id)
         if written:
-            self.cache.put(seq.tokens, seq.usable, buf, written, seq.media)
+            self.cache.put(seq.tokens, seq.usable, buf, written, seq.media, seq.adapter)
 
     def _follow(self, job: _Job, final: bool = False) -> None:
         """Once the job's leader has read their shared prefix (or stops reading, or ends:
@@ -554,11 +660,17 @@ class LlamaCppEngine:
         for job in list(self._running):
             if job.gen.cancelled:
                 self._end(job, "stop")
-        decoding = [j for j in self._running if not j.reading]
+        if not self._running:
+            return
+        chosen, self._turn = adapter_turn(sorted({j.adapter for j in self._running}), self._applied, self._turn, ADAPTER_TURN)
+        if chosen != self._applied:
+            self._apply(chosen)
+        turn = [j for j in self._running if j.adapter == chosen]
+        decoding = [j for j in turn if not j.reading]
         size = len(decoding)
         reading: list[_Job] = []
         images: list[_Job] = []
-        for job in self._running:
+        for job in turn:
             if not job.reading:
                 continue
             if job.leader is not None:

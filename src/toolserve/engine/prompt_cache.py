@@ -8,6 +8,9 @@ Each entry has a `usable` length: how many of its tokens may be reused. The engi
 prompts in fixed chunks aligned to absolute positions, so that a reused prefix holds exactly
 the numbers a fresh evaluation would compute; only whole chunks of a prompt are usable
 (generated tokens and a prompt's last partial chunk were computed in other batch shapes).
+
+KV computed under one set of LoRA adapters is worthless under another: every entry carries the
+index of the adapter set it was computed with, and only serves prompts run with the same set.
 """
 
 from __future__ import annotations
@@ -34,8 +37,11 @@ class CacheEntry:
     snapshot: Any
     nbytes: int
     media: tuple[Any, ...] = ()  # the engine's MediaSpans inside `tokens` (images)
+    adapter: int = 0  # the engine's adapter set the KV was computed with
 
-    def reusable(self, prompt: Sequence[int]) -> int:
+    def reusable(self, prompt: Sequence[int], adapter: int = 0) -> int:
+        if adapter != self.adapter:
+            return 0
         return min(common_prefix(self.tokens, prompt), self.usable)
 
 
@@ -53,7 +59,7 @@ class CacheStats:
 class PromptCache:
     def __init__(self, budget_bytes: int):
         self.budget = budget_bytes
-        self._entries: OrderedDict[tuple[int, ...], CacheEntry] = OrderedDict()
+        self._entries: OrderedDict[tuple[int, tuple[int, ...]], CacheEntry] = OrderedDict()  # (adapter, tokens)
         self.stats = CacheStats()
 
     def __len__(self) -> int:
@@ -63,35 +69,37 @@ class PromptCache:
     def nbytes(self) -> int:
         return sum(e.nbytes for e in self._entries.values())
 
-    def best(self, prompt: Sequence[int]) -> tuple[CacheEntry | None, int]:
-        """The entry sharing the longest prefix with `prompt`, and that length."""
+    def best(self, prompt: Sequence[int], adapter: int = 0) -> tuple[CacheEntry | None, int]:
+        """The entry sharing the longest prefix with `prompt` (under the same adapters), and that length."""
         best: CacheEntry | None = None
         best_len = 0
         for entry in self._entries.values():
-            n = entry.reusable(prompt)
+            n = entry.reusable(prompt, adapter)
             if n > best_len:
                 best, best_len = entry, n
         return best, best_len
 
     def touch(self, entry: CacheEntry) -> None:
-        self._entries.move_to_end(entry.tokens)
+        self._entries.move_to_end((entry.adapter, entry.tokens))
 
-    def covers(self, tokens: Sequence[int], usable: int) -> bool:
+    def covers(self, tokens: Sequence[int], usable: int, adapter: int = 0) -> bool:
         """True if some entry already offers the first `usable` tokens: saving adds nothing."""
-        return any(e.reusable(tokens) >= usable for e in self._entries.values())
+        return any(e.reusable(tokens, adapter) >= usable for e in self._entries.values())
 
-    def put(self, tokens: Sequence[int], usable: int, snapshot: Any, nbytes: int, media: Sequence[Any] = ()) -> bool:
+    def put(
+        self, tokens: Sequence[int], usable: int, snapshot: Any, nbytes: int, media: Sequence[Any] = (), adapter: int = 0
+    ) -> bool:
         """Store a snapshot; entries it makes redundant go, then the least recently used ones
         until the budget holds. A snapshot larger than the whole budget is not stored."""
         if nbytes > self.budget or usable <= 0:
             return False
         key = tuple(tokens)
-        for old in [e for e in self._entries.values() if e.usable <= common_prefix(e.tokens, key) and e.usable <= usable]:
-            del self._entries[old.tokens]  # a longer snapshot of the same conversation replaces it
+        for old in [e for e in self._entries.values() if e.usable <= e.reusable(key, adapter) and e.usable <= usable]:
+            del self._entries[(old.adapter, old.tokens)]  # a longer snapshot of the same conversation replaces it
         while self._entries and self.nbytes + nbytes > self.budget:
             self._entries.popitem(last=False)
             self.stats.evictions += 1
-        self._entries[key] = CacheEntry(key, usable, snapshot, nbytes, tuple(media))
+        self._entries[(adapter, key)] = CacheEntry(key, usable, snapshot, nbytes, tuple(media), adapter)
         self.stats.saves += 1
         self._sync()
         return True

@@ -12,6 +12,9 @@ and only whole chunks are reused (plus images, which are always evaluated whole)
 sequence (`--parallel 1`) that makes a cache hit compute exactly what a miss computes; with
 several, the other sequences' rows in the same batch and the KV cells' placement change the
 rounding, so a hit answers like a miss only up to rounding (see docs/architecture.md).
+
+LoRA: a prompt run under one adapter set never reuses KV computed under another (`adapter`,
+the engine's index of the set, is part of what must match).
 """
 
 from __future__ import annotations
@@ -69,8 +72,11 @@ class SeqState:
     media: list[MediaSpan] = field(default_factory=list)  # images among them (handles dropped)
     busy: bool = False  # a request runs in it
     used: int = 0  # when it last started a request (for least-recently-used choice)
+    adapter: int = 0  # the adapter set its KV was computed with
 
-    def reusable(self, prompt: Sequence[int]) -> int:
+    def reusable(self, prompt: Sequence[int], adapter: int = 0) -> int:
+        if adapter != self.adapter:
+            return 0
         return min(common_prefix(self.tokens, prompt), self.usable)
 
 
@@ -87,9 +93,12 @@ class Plan:
     save: bool = False
 
 
-def plan(seqs: Sequence[SeqState], prompt: Sequence[int], media: Sequence[MediaSpan], cache: PromptCache | None) -> Plan:
-    """Choose the idle sequence a prompt runs in and the longest exact prefix it can start from.
-    `seqs` must hold at least one idle sequence. With no cache (`--cache-ram 0`) nothing is reused."""
+def plan(
+    seqs: Sequence[SeqState], prompt: Sequence[int], media: Sequence[MediaSpan], cache: PromptCache | None, adapter: int = 0
+) -> Plan:
+    """Choose the idle sequence a prompt runs in and the longest exact prefix it can start from,
+    among KV computed under the same `adapter` set. `seqs` must hold at least one idle sequence.
+    With no cache (`--cache-ram 0`) nothing is reused."""
     idle = [s for s in seqs if not s.busy]
     if not idle:
         raise ValueError("no idle sequence")
@@ -102,17 +111,17 @@ def plan(seqs: Sequence[SeqState], prompt: Sequence[int], media: Sequence[MediaS
         target = min(idle, key=lambda s: s.used)
         return Plan(target.id, 0)
     # the best live source: an idle sequence is reused in place, a busy one is copied from
-    best_live = max(seqs, key=lambda s: (exact(s.reusable(prompt)), not s.busy))
-    live = exact(best_live.reusable(prompt))
-    entry, entry_len = cache.best(prompt)
+    best_live = max(seqs, key=lambda s: (exact(s.reusable(prompt, adapter)), not s.busy))
+    live = exact(best_live.reusable(prompt, adapter))
+    entry, entry_len = cache.best(prompt, adapter)
     from_snapshot = entry is not None and exact(entry_len) > live
     if not from_snapshot and live > 0 and not best_live.busy:
         target = best_live  # the conversation goes on where it is
     else:  # the idle sequence whose content is worth least: empty, else least recently used
         target = min(idle, key=lambda s: (s.usable > 0, s.used))
-    keep = exact(target.reusable(prompt))
-    save = target.usable - keep >= SAVE_MIN_DISCARD and not cache.covers(target.tokens, target.usable) and not any(
-        o is not target and o.reusable(target.tokens) >= target.usable for o in seqs
+    keep = exact(target.reusable(prompt, adapter))
+    save = target.usable - keep >= SAVE_MIN_DISCARD and not cache.covers(target.tokens, target.usable, target.adapter) and not any(
+        o is not target and o.reusable(target.tokens, target.adapter) >= target.usable for o in seqs
     )
     if from_snapshot:
         assert entry is not None
@@ -133,3 +142,14 @@ def lead(prompt: Sequence[int], media: Sequence[MediaSpan], other: Sequence[int]
 def snapshot_media(media: Sequence[MediaSpan], upto: int) -> list[MediaSpan]:
     """The images of a prompt that lie within its first `upto` tokens, without their encoded input."""
     return [dataclasses.replace(m, handle=None) for m in media if m.end <= upto]
+
+
+def adapter_turn(sets: Sequence[int], applied: int, turn: int, limit: int) -> tuple[int, int]:
+    """Which adapter set's requests decode in the next step (llama.cpp applies adapters to the
+    whole context, so a batch holds one set's requests), and the steps that set has had in a row.
+    `sets`: the sets of the running requests, sorted; `applied`: the set on the context now. It
+    keeps its turn while it has requests, for `limit` steps when others wait; then the next set
+    by index (after the last, the first) takes over."""
+    if applied in sets and (len(sets) == 1 or turn < limit):
+        return applied, (turn + 1 if len(sets) > 1 else 0)
+    return next((i for i in sets if i > applied), sets[0]), 1

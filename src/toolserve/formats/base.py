@@ -19,6 +19,10 @@ marker, and logs it.
 
 Whitespace: each content or reasoning *segment* (text between structural markers) is
 stripped at both ends; segments of the same kind are joined with a newline.
+
+An answer wrapper (`Grammar.answer_wrap`, Granite's `<response>`…`</response>`) is removed only
+where it opens right after the reasoning closes, and its close only when nothing but whitespace
+and dropped markers follows it; the close is held back until that is known.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ log = logging.getLogger(__name__)
 
 CONTENT, REASONING = "content", "reasoning"
 MORE, DONE, FAIL = 0, 1, 2
+_NO_WRAP, _WRAP_MAY, _WRAP_IN, _WRAP_HELD = 0, 1, 2, 3  # answer_wrap: none, may open, open, close held
 _WS = " \t\r\n"
 
 
@@ -90,6 +95,9 @@ class Grammar:
     reasoning_open: tuple[str, ...] = ()
     reasoning_close: tuple[str, ...] = ()
     drop: tuple[str, ...] = ()  # markers removed wherever they stand (end-of-turn tokens)
+    # (open, close) around the answer right after the reasoning (Granite's <response>): removed
+    # only there, the close only when nothing but whitespace or dropped markers follows it
+    answer_wrap: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         tables = {}
@@ -110,6 +118,8 @@ class Grammar:
             for t in self.triggers:
                 if not t.lead:
                     acts[t.marker] = ("call", t)
+            if state == CONTENT and self.answer_wrap:
+                acts.setdefault(self.answer_wrap[1], ("unwrap", None))
             tables[state] = _Table(acts)
         object.__setattr__(self, "_tables", tables)
         object.__setattr__(self, "_leads", tuple(t for t in self.triggers if t.lead))
@@ -287,6 +297,7 @@ class StreamParser:
         self._skipping: str | None = None  # dropping a broken block up to this marker
         self._calls = 0
         self._open_args: list[str] | None = None
+        self._wrap = _NO_WRAP
 
     # -- public ----------------------------------------------------------------------------
 
@@ -366,6 +377,10 @@ class StreamParser:
         if pos >= n:
             return pos, False
         state = self._state
+        if state == CONTENT and self._wrap in (_WRAP_MAY, _WRAP_HELD):
+            step = self._wrap_step(buf, pos, final)
+            if step is not None:
+                return step
         if state == CONTENT and self._lead_ok and self._g.leads:
             j = pos
             while j < n and buf[j] in _WS:
@@ -407,8 +422,40 @@ class StreamParser:
             self._boundary(REASONING)
             self._state = CONTENT
             self._lead_ok = True
+            if self._g.answer_wrap:
+                self._wrap = _WRAP_MAY
+        elif kind == "unwrap":  # the wrapper's close: held until what follows it is known
+            if self._wrap == _WRAP_IN:
+                self._wrap = _WRAP_HELD
+            else:
+                self._emit(CONTENT, marker)
         elif kind == "call":
             self._open_block(trigger, "", marker)
+
+    def _wrap_step(self, buf: str, pos: int, final: bool) -> tuple[int, bool] | None:
+        """The answer wrapper's open right after the reasoning, or what follows its held close."""
+        assert self._g.answer_wrap is not None
+        opener, closer = self._g.answer_wrap
+        n, j = len(buf), pos
+        while j < n and buf[j] in _WS:
+            j += 1
+        rest = buf[j:]
+        if self._wrap == _WRAP_MAY:
+            if rest.startswith(opener):
+                self._wrap = _WRAP_IN
+                return j + len(opener), True
+            if opener.startswith(rest) and not final:
+                return pos, False
+            self._wrap = _NO_WRAP
+            return None
+        for m in self._g.drop:  # the close was followed by an end-of-turn marker
+            if rest.startswith(m):
+                return j + len(m), True
+        if j == n or (not final and any(m.startswith(rest) for m in self._g.drop)):
+            return (n, n > pos) if final else (pos, False)
+        self._wrap = _WRAP_IN  # text follows: the close was the model's text
+        self._emit(CONTENT, closer)
+        return pos, True
 
     def _open_block(self, trigger: Trigger, ws: str, marker: str) -> None:
         seg = self._seg[self._state]

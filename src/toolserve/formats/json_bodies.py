@@ -14,11 +14,13 @@ written as a JSON string holding JSON are decoded (never passed on double-encode
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 
 from .base import CONTENT, DONE, FAIL, MORE, Sink
 from .jsonstream import JsonReader, dumps
 
+log = logging.getLogger(__name__)
 _WS = " \t\r\n"
 
 
@@ -204,6 +206,8 @@ class JsonCallsBody:
         self.st = "after"
         if what == "name":
             if not self.sink.allowed(text) or self.name is not None:
+                if self.name is None:
+                    log.debug("%r is not an offered tool", text)
                 return self._failed_or_skip()
             self.name = text
             self._maybe_start()
@@ -291,6 +295,8 @@ class NamedJsonBody:
                 return pos, FAIL if final or n - pos > self.max_header else MORE
             head = self.parse_header(buf[pos:j])
             if head is None or not self.sink.allowed(head[0]):
+                if head is not None:
+                    log.debug("%r is not an offered tool", head[0])
                 return pos, FAIL
             self.name, self.call_id = head
             pos, self.st = j + len(self.delim), "fence"

@@ -11,15 +11,18 @@ Both write canonical JSON arguments through `ArgsWriter`.
 from __future__ import annotations
 
 import json
+import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from .base import DONE, FAIL, MORE, Sink
 from .jsonstream import dumps, escape_str
-from .schema import coerce, is_plain_string, prop_schema
+from .schema import coerce, guess, is_plain_string, prop_schema, types_of
 
 _WS = " \t\r\n"
+log = logging.getLogger(__name__)
 
 
 class ArgsWriter:
@@ -76,6 +79,11 @@ class XmlSyntax:
     unquote: bool = False  # minimax: name="x"
     name_stops: tuple[str, ...] = ()  # glm45: the name also ends (unconsumed) at these
     value_stops: tuple[str, ...] = ()  # a value left unclosed also ends (unconsumed) at these
+    string_attr: str = ""  # deepseek DSML: name="k" string="false" marks a JSON value (used without a schema)
+
+
+_ATTR = re.compile(r'\s*"([^"]*)"((?:\s+[\w-]+="[^"]*")*)\s*\Z')
+_PAIR = re.compile(r'([\w-]+)="([^"]*)"')
 
 
 class XmlParamsBody:
@@ -93,9 +101,15 @@ class XmlParamsBody:
         self.streaming = False
         self.first = True  # nothing of the value seen yet
         self.held = ""  # a trailing newline that may be layout
+        self.attrs: dict[str, str] = {}  # the attributes after the last name read (string_attr syntax)
+        self.json_value = False  # the value is a JSON literal typed by the model, not by a schema
 
     def _name(self, text: str) -> str:
         text = text.strip()
+        if self.sx.string_attr:
+            m = _ATTR.match(text)
+            self.attrs = dict(_PAIR.findall(m.group(2))) if m else {}
+            return m.group(1) if m else ""
         if self.sx.unquote and len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
             text = text[1:-1]
         return text
@@ -147,6 +161,9 @@ class XmlParamsBody:
                         self._end_call()
                         return pos, DONE
                     return pos, MORE
+                if not key and sx.string_attr:  # attributes that do not parse: a broken call
+                    self._end_call()
+                    return pos, FAIL
                 if sx.value_open:
                     k = _skip_ws(buf, j)
                     if not buf.startswith(sx.value_open, k):
@@ -176,11 +193,14 @@ class XmlParamsBody:
     def _begin_value(self, key: str) -> None:
         self.key = key
         self.schema = prop_schema(self.sink.schema(self.name), key)
-        self.streaming = is_plain_string(self.schema)
+        # with no type from the schema, the model's own string="false" says the value is JSON
+        self.json_value = bool(self.sx.string_attr) and not types_of(self.schema) \
+            and self.attrs.get(self.sx.string_attr) == "false"
+        self.streaming = is_plain_string(self.schema) and not self.json_value
         self.raw, self.first, self.held = [], True, ""
         assert self.writer is not None
-        self.writer.key(key)
-        if self.streaming:
+        if self.streaming:  # a string streams from its key on; any other value is written whole
+            self.writer.key(key)
             self.sink.call_args('"')
 
     def _text(self, text: str) -> None:
@@ -195,7 +215,7 @@ class XmlParamsBody:
         close = self.sx.param_close
         if self.first:
             if pos >= len(buf):
-                return (pos, MORE) if not final else self._finish_value(pos)
+                return (pos, MORE) if not final else self._finish_value(pos, False)
             self.first = False
             if self.sx.strip_newline and buf[pos] == "\n":
                 pos += 1
@@ -204,12 +224,9 @@ class XmlParamsBody:
             k = buf.find(stop, pos, j if j >= 0 else len(buf))
             if k >= 0:
                 j, after = k, 0
-        if j >= 0:
-            end = j
-        elif final:
-            end = len(buf)
-        else:
-            end = min(_hold_from(buf, pos, m) for m in (close, *self.sx.value_stops))
+        # without a close: up to a possible close tag still arriving (or cut short at the end of
+        # the output, where it is not part of the value either)
+        end = j if j >= 0 else min(_hold_from(buf, pos, m) for m in (close, *self.sx.value_stops))
         chunk = buf[pos:end]
         if chunk:
             chunk, self.held = self.held + chunk, ""
@@ -217,16 +234,23 @@ class XmlParamsBody:
                 chunk, self.held = chunk[:-1], "\n"
             self._text(chunk)
         if j >= 0:
-            return self._finish_value(j + after)
+            return self._finish_value(j + after, True)
         if final:
-            return self._finish_value(end)
+            return self._finish_value(len(buf), False)
         return end, MORE
 
-    def _finish_value(self, pos: int) -> tuple[int, int]:
+    def _finish_value(self, pos: int, complete: bool) -> tuple[int, int]:
+        """Closes a string as far as it got; any other value only when the model finished it
+        (a number or object cut by the end of the output is left out, never guessed)."""
+        assert self.writer is not None
         if self.streaming:
             self.sink.call_args('"')
+        elif not complete:
+            log.info("parameter %r cut off before its value ended; left out", self.key)
+        elif self.json_value:
+            self.writer.member(self.key, guess("".join(self.raw)))
         else:
-            self.sink.call_args(dumps(coerce("".join(self.raw), self.schema)))
+            self.writer.member(self.key, coerce("".join(self.raw), self.schema))
         return pos, DONE
 
 

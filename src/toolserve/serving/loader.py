@@ -7,15 +7,16 @@ import os
 import time
 from pathlib import Path
 
-from toolserve.config import ModelConfig, auto_parallel
-from toolserve.engine.base import Engine
+from toolserve.config import LoraSpec, ModelConfig, auto_parallel
+from toolserve.engine.base import Engine, Lora
 from toolserve.engine.llama_cpp import LlamaCppEngine
 from toolserve.engine.repack import decide_repack
 from toolserve.errors import ModelLoadError
 from toolserve.formats.registry import detect_format, get_format
 from toolserve.formats.template import ChatTemplate, choose_template
-from toolserve.modelfile import bundled_model, find_mmproj, resolve_model
+from toolserve.modelfile import bundled_model, find_mmproj, gguf_metadata, resolve_model
 from toolserve.serving.pipeline import Limits, Pipeline
+from toolserve.serving.placement import gpu_layers
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,44 @@ def attach_embedder(engine: Engine, *, n_ctx: int, n_threads: int) -> None:
     log.info("embeddings: %d dimensions, %s pooling, inputs up to %d tokens", e.dimensions, e.pooling, e.n_ctx)
 
 
+def check_adapter(spec: LoraSpec, arch: str) -> None:
+    """Refuse, naming the file and the reason, an adapter llama.cpp could not apply to a model
+    of architecture `arch` (llama.cpp itself still checks the tensor shapes)."""
+    where = f"LoRA adapter {spec.path}"
+    if not Path(spec.path).is_file():
+        raise ModelLoadError(f"{where}: no such file")
+    try:
+        meta = gguf_metadata(spec.path)
+    except (ModelLoadError, OSError, ValueError):
+        raise ModelLoadError(
+            f"{where} is not a GGUF file (a PEFT adapter converts with llama.cpp's convert_lora_to_gguf.py)"
+        ) from None
+    if meta.get("general.type") != "adapter" or meta.get("adapter.type") != "lora":
+        kind = meta.get("general.type") or "without general.type"
+        raise ModelLoadError(f"{where} is not a LoRA adapter (a GGUF of type {kind})")
+    made_for = meta.get("general.architecture")
+    if made_for != arch:
+        raise ModelLoadError(f"{where} was made for a {made_for} model; this model is {arch}")
+
+
+def adapter_label(cfg: ModelConfig, path: Path) -> str:
+    """The model's id: --model-alias, else the file's stem, with the stem of each --lora adapter
+    after a '+' (so /v1/models says which adapters are on)."""
+    if cfg.model_alias:
+        return cfg.model_alias
+    return "+".join([path.stem, *(Path(a.path).stem + ("" if a.scale == 1.0 else f"@{a.scale:g}") for a in cfg.lora)])
+
+
 def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
     path = resolve_model(cfg.model)
+    names = [adapter_label(cfg, path), *(m.id for m in cfg.lora_models)]
+    for i, name in enumerate(names[1:], 1):
+        if name in names[:i]:
+            raise ModelLoadError(f"--lora-model {name}: the model id '{name}' is served already; choose another name")
+    if cfg.lora or cfg.lora_models:
+        arch = str(gguf_metadata(path).get("general.architecture", ""))
+        for spec in (*cfg.lora, *(m.lora for m in cfg.lora_models)):
+            check_adapter(spec, arch)
     override = None
     if cfg.chat_template:
         try:
@@ -62,6 +99,7 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
         log.info("images: projector %s", mmproj)
     threads = cfg.threads or os.cpu_count() or 1
     repack = decide_repack(cfg.no_repack, str(_probe_model(path)))
+    layers, chosen = gpu_layers(cfg, path, n)
     engine: Engine = LlamaCppEngine(
         str(path),
         n_ctx=cfg.ctx_size,
@@ -73,6 +111,14 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
         repack=repack,
         parallel=n,
         flash_attn=None if cfg.flash_attn == "auto" else cfg.flash_attn == "on",
+        # set 0: the model's own id (--lora); then one set per --lora-model, its adapter alone
+        adapters=[[Lora(a.path, a.scale) for a in cfg.lora], *([Lora(m.lora.path, m.lora.scale)] for m in cfg.lora_models)],
+        gpu_layers=layers,
+        main_gpu=cfg.main_gpu,
+        split_mode=cfg.split_mode,
+        tensor_split=cfg.tensor_split,
+        kv_offload=not cfg.no_kv_offload,
+        placed_by=chosen,
     )
     if cfg.embeddings:
         attach_embedder(engine, n_ctx=cfg.ctx_size, n_threads=threads)
@@ -81,9 +127,18 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
     template = ChatTemplate(source, bos_token=info.bos_token, eos_token=info.eos_token, label=label)
     fmt_id = cfg.tool_format if cfg.tool_format != "auto" else detect_format(source, info.architecture)
     fmt = get_format(fmt_id)
-    model_id = cfg.model_alias or path.stem
+    model_id = adapter_label(cfg, path)
     log.info(
         "loaded %s in %.2f s: architecture %s, context %d per sequence, %d sequence(s), chat template %s, tool format %s, weight repacking %s",
         model_id, time.perf_counter() - started, info.architecture, info.n_ctx, n, label, fmt_id, "on" if repack else "off",
     )
-    return Pipeline(engine, template, model_id, fmt, limits)
+    if info.placement is not None:
+        log.info("%s: %s", model_id, info.placement.summary())
+    for a in cfg.lora:
+        log.info("%s: LoRA adapter %s at scale %g", model_id, a.path, a.scale)
+    for m in cfg.lora_models:
+        log.info("%s: LoRA adapter %s at scale %g on %s's weights", m.id, m.lora.path, m.lora.scale, model_id)
+    pipe = Pipeline(engine, template, model_id, fmt, limits)
+    pipe.adapters = tuple(cfg.lora)
+    pipe.adapter_ids = {m.id: (i + 1, m.lora) for i, m in enumerate(cfg.lora_models)}
+    return pipe

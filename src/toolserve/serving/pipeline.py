@@ -6,6 +6,7 @@ render prompt -> tokens -> engine -> UTF-8 safe text -> stop strings -> pieces o
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 import hashlib
 import time
@@ -13,6 +14,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from toolserve.config import LoraSpec
 from toolserve.constrain.matcher import Constrainer
 from toolserve.engine.base import Engine, Generation, MediaSpan
 from toolserve.errors import (
@@ -122,6 +124,35 @@ class Pipeline:
         info = engine.info
         digest = hashlib.sha256(f"{info.path}:{info.size_bytes}:{template.source}".encode()).hexdigest()
         self.fingerprint = f"fp_{digest[:10]}"
+        # LoRA: the adapters this id runs with (the engine's adapter set `adapter`); the other ids
+        # served on the same engine (--lora-model: id -> (adapter set, adapter)); `base_id` is the
+        # id whose engine a variant shares
+        self.adapters: tuple[LoraSpec, ...] = ()
+        self.adapter = 0
+        self.adapter_ids: dict[str, tuple[int, LoraSpec]] = {}
+        self.base_id: str | None = None
+        self._family: list[Pipeline] = [self]  # the pipelines sharing this engine, this one first
+
+    def variant(self, model_id: str) -> Pipeline:
+        """The pipeline of adapter id `model_id` (one of `adapter_ids`) on this one's engine:
+        shares the engine, the template and the parser; has its own id, counters and observers.
+        Admission counts the requests of the whole family against the engine's slots."""
+        for p in self._family:
+            if p.model_id == model_id:
+                return p
+        index, spec = self.adapter_ids[model_id]
+        v = copy.copy(self)
+        v.model_id, v.adapter, v.adapters, v.adapter_ids, v.base_id = model_id, index, (spec,), {}, self.model_id
+        v.observers, v._active, v.in_flight, v.last_used = [], set(), 0, time.monotonic()
+        digest = hashlib.sha256(f"{self.fingerprint}:{spec.path}:{spec.scale}".encode()).hexdigest()
+        v.fingerprint = f"fp_{digest[:10]}"
+        self._family.append(v)
+        return v
+
+    @property
+    def family_in_flight(self) -> int:
+        """Requests in flight on this engine, over every id it serves."""
+        return sum(p.in_flight for p in self._family)
 
     # -- admission and shutdown ------------------------------------------------------------
     def admit(self) -> Ticket:
@@ -129,7 +160,7 @@ class Pipeline:
         The caller releases the ticket when the request is over (twice is harmless)."""
         if self._closing:
             raise ShuttingDown("The server is shutting down; retry on another instance or later.")
-        waiting = self.in_flight - self.engine.slots  # `slots` requests run, the others wait
+        waiting = self.family_in_flight - self.engine.slots  # `slots` requests run, the others wait
         if waiting >= self.limits.max_queue:
             raise Overloaded(
                 f"The server is busy: {waiting} requests are waiting (limit {self.limits.max_queue}). Retry later.",
@@ -139,9 +170,11 @@ class Pipeline:
         return Ticket(self)
 
     def drain(self, grace: float) -> None:
-        """Stop admitting; generations still running after `grace` seconds end with an error."""
-        self._closing = True
-        asyncio.get_running_loop().call_later(grace, self._abort_all)
+        """Stop admitting (on every id of this engine); generations still running after `grace`
+        seconds end with an error."""
+        for p in self._family:
+            p._closing = True
+            asyncio.get_running_loop().call_later(grace, p._abort_all)
 
     def _abort_all(self) -> None:
         for gen in list(self._active):
@@ -236,7 +269,7 @@ class Pipeline:
         started = loop.time()
         timeout = self.limits.request_timeout
         own_deadline = started + timeout if timeout else None
-        gen = self.engine.submit(prompt, params, media)
+        gen = self.engine.submit(prompt, params, media, self.adapter)
         utf8 = Utf8Stream()
         stopper = StopMatcher(stops)
         pending: list[TokenLogprob] = []

@@ -55,7 +55,8 @@ def memory_estimate(cfg: ModelConfig) -> int:
     kv = int(per_token * n_ctx) * (cfg.parallel or auto_parallel(n_ctx))
     mmproj = getattr(cfg, "mmproj", None)  # an image projector is loaded beside the model
     extra = Path(mmproj).stat().st_size if mmproj and Path(mmproj).is_file() else 0
-    return path.stat().st_size + extra + kv + cfg.cache_ram * MB
+    adapters = sum(Path(a.path).stat().st_size for a in (*cfg.lora, *(m.lora for m in cfg.lora_models)) if Path(a.path).is_file())
+    return path.stat().st_size + extra + adapters + kv + cfg.cache_ram * MB
 
 
 class UpstreamModel(Protocol):
@@ -98,6 +99,7 @@ class LocalModel:
     holds: int = 0  # requests preparing (e.g. decoding images) before they are admitted
     last_error: str | None = None
     loaded_at: float | None = None
+    base: LocalModel | None = None  # a --lora-model id: the model whose engine it runs on
     created: int = field(default_factory=lambda: int(time.time()))
     kind: str = field(default="local", init=False)
     _task: asyncio.Future[None] | None = field(default=None, repr=False)  # the load or unload under way
@@ -108,7 +110,10 @@ class LocalModel:
 
     @property
     def in_flight(self) -> int:
-        return self.pipeline.in_flight if self.pipeline is not None else 0
+        """Requests in flight; a base model counts those of its adapter ids too (they hold its engine)."""
+        if self.pipeline is None:
+            return 0
+        return self.pipeline.in_flight if self.base is not None else self.pipeline.family_in_flight
 
     @property
     def busy(self) -> bool:
@@ -117,9 +122,14 @@ class LocalModel:
 
     @property
     def last_used(self) -> float:
-        return self.pipeline.last_used if self.pipeline is not None else 0.0
+        if self.pipeline is None:
+            return 0.0
+        family = [self.pipeline] if self.base is not None else self.pipeline._family
+        return max(p.last_used for p in family)
 
     def status(self) -> dict[str, Any]:
+        if self.base is not None:
+            return {**self.base.status(), "in_flight": self.in_flight, "base": self.base.id}
         out: dict[str, Any] = {
             "state": self.state,
             "loaded": self.state == "loaded",
@@ -168,6 +178,14 @@ class ModelRegistry:
         self._reaper: asyncio.Task[None] | None = None
         self._load_hooks: list[Callable[[str, Pipeline], None]] = []
         self.closing = False
+        # --lora-model ids: entries of their own, whose pipeline is a variant of their base's
+        self.adapters: list[LocalModel] = []
+        for m in self.local:
+            for a in m.cfg.lora_models:
+                entry = LocalModel(a.id, m.cfg, keep_alive=m.keep_alive, base=m, reloadable=m.reloadable)
+                self.adapters.append(entry)
+                self.entries.insert(self.entries.index(m) + len(self.adapters_of(m)), entry)
+            self._attach(m)
         for m in self.local:
             if m.state == "unloaded" and not m.estimate:
                 m.estimate = memory_estimate(m.cfg)  # also checks, at start, that the file is a GGUF
@@ -176,6 +194,19 @@ class ModelRegistry:
                     f"model '{m.id}' needs about {m.estimate / MB:.0f} MB (file, KV cache, prompt cache), "
                     f"more than the memory budget of {self.budget // MB} MB"
                 )
+
+    def adapters_of(self, m: LocalModel) -> list[LocalModel]:
+        return [a for a in self.adapters if a.base is m]
+
+    def _attach(self, m: LocalModel) -> None:
+        """Make `m`'s adapter ids follow its state: loaded on its engine, or not loaded."""
+        for a in self.adapters_of(m):
+            if m.pipeline is not None and m.state == "loaded":
+                a.pipeline, a.state, a.loaded_at, a.loads = m.pipeline.variant(a.id), "loaded", m.loaded_at, m.loads
+                for hook in self._load_hooks:
+                    hook(a.id, a.pipeline)
+            else:
+                a.pipeline, a.state, a.loaded_at = None, m.state, None
 
     @classmethod
     def single(cls, pipeline: Pipeline, cfg: ModelConfig | None = None) -> ModelRegistry:
@@ -236,13 +267,18 @@ class ModelRegistry:
     def on_load(self, hook: Callable[[str, Pipeline], None]) -> None:
         """Call `hook(id, pipeline)` for every model loaded from now on, and those loaded now."""
         self._load_hooks.append(hook)
-        for m in self.loaded():
-            assert m.pipeline is not None
-            hook(m.id, m.pipeline)
+        for m in [*self.loaded(), *self.adapters]:
+            if m.state == "loaded" and m.pipeline is not None:
+                hook(m.id, m.pipeline)
 
     # -- loading -------------------------------------------------------------------------------
     async def pipeline(self, m: LocalModel) -> Pipeline:
         """The model's pipeline, loading it first if needed (shared by concurrent requests)."""
+        if m.base is not None:
+            await self.pipeline(m.base)  # loading the base attaches its adapter ids
+            if m.pipeline is None:
+                raise ModelNotFound(f"The model '{m.id}' is not available now: its base '{m.base.id}' was unloaded.", param="model")
+            return m.pipeline
         while True:
             if m.state == "loaded" and m.pipeline is not None:
                 return m.pipeline
@@ -256,11 +292,12 @@ class ModelRegistry:
         """The model's pipeline (loaded first if needed), kept from being unloaded while a
         request prepares; once admitted, its ticket keeps it busy."""
         pipe = await self.pipeline(m)
-        m.holds += 1
+        held = m.base or m  # an adapter id holds its base's engine
+        held.holds += 1
         try:
             yield pipe
         finally:
-            m.holds -= 1
+            held.holds -= 1
 
     async def _load(self, m: LocalModel) -> None:
         try:
@@ -287,6 +324,7 @@ class ModelRegistry:
         log.info("model %s loaded in %.2f s", m.id, time.perf_counter() - started)
         for hook in self._load_hooks:
             hook(m.id, pipe)
+        self._attach(m)
 
     async def _make_room(self, m: LocalModel) -> None:
         """Unload idle models, least recently used first, until `m` fits the budget."""
@@ -317,6 +355,7 @@ class ModelRegistry:
     def _begin_unload(self, m: LocalModel) -> asyncio.Future[None]:
         pipe = m.pipeline
         m.state, m.pipeline = "unloading", None
+        self._attach(m)
 
         async def close() -> None:
             try:
@@ -324,6 +363,7 @@ class ModelRegistry:
                     await asyncio.to_thread(pipe.engine.close)
             finally:
                 m.state, m._task, m.loaded_at = "unloaded", None, None
+                self._attach(m)
                 log.info("model %s unloaded", m.id)
 
         m._task = asyncio.ensure_future(close())
@@ -334,6 +374,10 @@ class ModelRegistry:
         m = self.find(model_id)
         if not isinstance(m, LocalModel):
             raise InvalidRequest(f"The model '{model_id}' is served by an upstream server; there is nothing to unload here.", param="model")
+        if m.base is not None:
+            raise InvalidRequest(
+                f"The model '{model_id}' is a LoRA adapter on '{m.base.id}', whose weights it shares; unload '{m.base.id}'.", param="model"
+            )
         if not m.reloadable:
             raise InvalidRequest(f"The model '{model_id}' cannot be unloaded: this server could not load it again.", param="model")
         if m.state == "loading" and m._task is not None:
@@ -376,6 +420,7 @@ class ModelRegistry:
                 self._loader = load_pipeline
             m.pipeline, m.state, m.loaded_at = self._loader(m.cfg, self.limits), "loaded", time.time()
             m.loads += 1
+            self._attach(m)
 
     async def start(self) -> None:
         """Check the upstreams and start their health checks; start the idle reaper.
@@ -409,3 +454,4 @@ class ModelRegistry:
             if m.pipeline is not None:
                 m.pipeline.engine.close()
                 m.pipeline, m.state = None, "unloaded"
+                self._attach(m)

@@ -12,6 +12,8 @@ from .corpus_rows import Row
 FORMAT_ID = "granite"
 VLLM = "vLLM tests/tool_parsers/test_granite_tool_parser.py"
 LLAMA_CPP = "llama.cpp tests/test-chat.cpp (Granite 3.3)"
+VLLM_THINKING = "vLLM tests/reasoning/test_granite_thinking_reasoning_parser.py"
+VLLM_REASONING = "vLLM tests/reasoning/test_granite_reasoning_parser.py"
 OWN = "toolserve's own row"
 
 PARIS = ("get_weather", {"city": "Paris"})
@@ -63,9 +65,30 @@ ROWS = [
         source=VLLM),
     Row("end_of_text_after", '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]<|end_of_text|>',
         calls=(PARIS,), source=OWN),
-    # granite has no reasoning markers in toolserve: `<think>` and the `<response>` wrapper are the
-    # model's text, as llama.cpp returns them with no reasoning format
-    Row("think_and_response_wrapper_kept",
-        "<think>I'm\nthinking</think><response>Hello, world!\nWhat's up?</response>",
-        content="<think>I'm\nthinking</think><response>Hello, world!\nWhat's up?</response>", source=LLAMA_CPP),
+    # thinking (Granite 3.2 / 3.3): <think> reasoning, the answer in a <response> wrapper
+    Row("think_and_response_wrapper", "<think>I'm\nthinking</think><response>Hello, world!\nWhat's up?</response>",
+        reasoning="I'm\nthinking", content="Hello, world!\nWhat's up?", source=LLAMA_CPP),
+    Row("response_wrapper_cut_before_close", "<think>I'm\nthinking</think><response>Hello, world!\nWhat's up?",
+        reasoning="I'm\nthinking", content="Hello, world!\nWhat's up?", source=LLAMA_CPP),
+    Row("think_without_wrapper", "<think>I'm\nthinking</think>Hello, world!\nWhat's up?", reasoning="I'm\nthinking",
+        content="Hello, world!\nWhat's up?", source=LLAMA_CPP),
+    Row("newlines_between_parts", "<think>line1\nline2</think>\n\n<response>\nresult1\nresult2\n</response>\n",
+        reasoning="line1\nline2", content="result1\nresult2", source=VLLM_THINKING),
+    Row("wrapper_then_end_of_text", "<think>r</think><response>c</response><|end_of_text|>", reasoning="r", content="c",
+        source=OWN),
+    Row("reasoning_only", "<think>reasoning</think>", reasoning="reasoning", source=VLLM_THINKING),
+    Row("unterminated_reasoning", "<think>reasoning only", reasoning="reasoning only", source=VLLM_THINKING),
+    Row("wrapper_then_call", '<think>Need the weather.</think><response><|tool_call|>[{"name": "get_weather", '
+        '"arguments": {"city": "Paris"}}]</response>', reasoning="Need the weather.", calls=(PARIS,), source=OWN),
+    # the wrapper is the answer's only where it opens right after </think> and closes at the end
+    Row("close_tag_followed_by_text_is_text", "<think>r</think><response>Write </response> to end.",
+        reasoning="r", content="Write </response> to end.", source=OWN),
+    Row("response_tags_without_reasoning_are_text", "<response>Hello</response>", content="<response>Hello</response>",
+        source=OWN),
+    Row("response_tags_in_prose", "Wrap it in <response> and </response>.",
+        content="Wrap it in <response> and </response>.", source=OWN),
+    # Granite 3.2's plain-text markers: ordinary words, so they stay content (vLLM's granite
+    # reasoning parser splits on them)
+    Row("plain_text_thought_markers_are_content", "Here is my thought process: two plus two.\nHere is my response: 4",
+        content="Here is my thought process: two plus two.\nHere is my response: 4", source=VLLM_REASONING),
 ]

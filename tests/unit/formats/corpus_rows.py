@@ -26,4 +26,6 @@ class Row:
     fmt: str = ""
 
 
-CORPORA = ("hermes", "deepseek", "gpt_oss", "qwen3_coder", "glm45", "mistral", "granite")
+CORPORA = ("hermes", "deepseek", "gpt_oss", "qwen3_coder", "glm45", "mistral", "granite",
+           "internlm2", "jamba", "hunyuan", "xlam", "apertus", "gigachat3",
+           "deepseek_dsml", "kimi_k2", "minimax_m3")

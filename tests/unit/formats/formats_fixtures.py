@@ -111,6 +111,23 @@ DS_CALLS = ("<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>")
 KIMI_SECTION = ("<|tool_calls_section_begin|>", "<|tool_calls_section_end|>")
 
 
+def _dsml_call(n: str, a: dict[str, Any]) -> str:
+    params = "".join(f'<｜DSML｜parameter name="{k}" string="{"true" if isinstance(v, str) else "false"}">{raw(v)}'
+                     "</｜DSML｜parameter>\n" for k, v in a.items())
+    return f'<｜DSML｜invoke name="{n}">\n{params}</｜DSML｜invoke>\n'
+
+
+M3 = "]<]minimax[>["
+
+
+def _m3(value: Any) -> str:
+    if isinstance(value, dict):
+        return "".join(f"{M3}<{k}>{_m3(v)}{M3}</{k}>" for k, v in value.items())
+    if isinstance(value, list):
+        return "".join(f"{M3}<item>{_m3(v)}{M3}</item>" for v in value)
+    return raw(value)
+
+
 def _qwen_params(args: dict[str, Any]) -> str:
     return "".join(f"<parameter={k}>\n{raw(v)}\n</parameter>\n" for k, v in args.items())
 
@@ -238,6 +255,22 @@ SYNTAX: dict[str, Syntax] = {
             f'<parameter name="{k}">{raw(v)}</parameter>\n' for k, v in a.items()) + "</invoke>\n",
         block=lambda cs: "<minimax:tool_call>\n" + "".join(cs) + "</minimax:tool_call>", think=THINK,
         malformed="<minimax:tool_call>\n<invoke get_weather>\n</invoke>\n</minimax:tool_call>"),
+    "deepseek_v32": Syntax(
+        call=lambda n, a, i: _dsml_call(n, a),
+        block=lambda cs: "<｜DSML｜function_calls>\n" + "".join(cs) + "</｜DSML｜function_calls>", think=THINK,
+        malformed="<｜DSML｜function_calls>\n<｜DSML｜invoke get_weather>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>",
+        extra={"v4_block": Case('<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_time">\n</｜DSML｜invoke>\n'
+                                "</｜DSML｜tool_calls>", calls=(("get_time", {}, None),))}),
+    "deepseek_v4": Syntax(
+        call=lambda n, a, i: _dsml_call(n, a),
+        block=lambda cs: "<｜DSML｜tool_calls>\n" + "".join(cs) + "</｜DSML｜tool_calls>", think=THINK,
+        malformed="<｜DSML｜tool_calls>\n<｜DSML｜invoke get_weather>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>"),
+    "minimax_m3": Syntax(
+        call=lambda n, a, i: f'{M3}<invoke name="{n}">{_m3(a)}{M3}</invoke>\n',
+        block=lambda cs: f"{M3}<tool_call>\n" + "".join(cs) + f"{M3}</tool_call>", think=("<mm:think>", "</mm:think>"),
+        malformed=f"{M3}<tool_call>\n{M3}<invoke get_weather>{M3}</invoke>\n{M3}</tool_call>",
+        extra={"m2_block": Case('<minimax:tool_call>\n<invoke name="get_time">\n</invoke>\n</minimax:tool_call>',
+                                calls=(("get_time", {}, None),))}),
     "seed_oss": Syntax(
         call=lambda n, a, i: f"<seed:tool_call>\n<function={n}>\n" + "".join(
             f"<parameter={k}>{raw(v)}</parameter>\n" for k, v in a.items()) + "</function>\n</seed:tool_call>",
@@ -255,8 +288,12 @@ SYNTAX: dict[str, Syntax] = {
                                          reasoning="Need it.", calls=(("get_time", {}, None),))}),
     "granite": Syntax(
         call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
-        block=lambda cs: "<|tool_call|>[" + ", ".join(cs) + "]",
-        malformed='<|tool_call|>[{"name": get_weather}]'),
+        block=lambda cs: "<|tool_call|>[" + ", ".join(cs) + "]", think=THINK,
+        malformed='<|tool_call|>[{"name": get_weather}]',
+        extra={"response_wrapper": Case("<think>Easy.</think><response>Noon.</response>", reasoning="Easy.",
+                                        content="Noon."),
+               "response_tag_in_prose": Case("Use <response> and </response> tags.",
+                                             content="Use <response> and </response> tags.")}),
     "command_r": Syntax(
         call=lambda n, a, i: f'{{"tool_call_id": "{i}", "tool_name": "{n}", "parameters": {J(a)}}}',
         block=lambda cs: "<|START_ACTION|>[\n    " + ",\n    ".join(cs) + "\n]<|END_ACTION|>",
@@ -286,6 +323,34 @@ SYNTAX: dict[str, Syntax] = {
         malformed="<|tool_call>call get_weather{}<tool_call|>",
         extra={"two_in_one_block": Case('<|tool_call>call:get_weather{city:<|"|>A<|"|>}call:get_time{}<tool_call|>',
                                         calls=(("get_weather", {"city": "A"}, None), ("get_time", {}, None)))}),
+    "internlm2": Syntax(
+        call=lambda n, a, i: f'<|action_start|><|plugin|>\n{{"name": "{n}", "parameters": {J(a)}}}<|action_end|>',
+        block="\n".join, malformed='<|action_start|><|plugin|>\n{"name": get_weather}<|action_end|>'),
+    "jamba": Syntax(
+        call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
+        block=lambda cs: "<tool_calls>[" + ", ".join(cs) + "]</tool_calls>",
+        malformed='<tool_calls>[{"name": get_weather}]</tool_calls>'),
+    "hunyuan": Syntax(
+        call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
+        block=lambda cs: "<tool_calls>[" + ", ".join(cs) + "]</tool_calls>", think=THINK,
+        content=lambda t: f"<answer>\n{t}\n</answer>",
+        malformed='<tool_calls>[{"name": get_weather}]</tool_calls>'),
+    "xlam": Syntax(
+        call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
+        block=lambda cs: "```json\n[" + ", ".join(cs) + "]\n```", think=THINK,
+        malformed='```json\n[{"name": get_weather}]\n```',
+        extra={"bare_list": Case('[{"name": "get_weather", "arguments": {"city": "A"}}]<|eot_id|>',
+                                 calls=(("get_weather", {"city": "A"}, None),)),
+               "list_literal_is_content": Case("[1, 2, 3] are numbers", content="[1, 2, 3] are numbers")}),
+    "apertus": Syntax(
+        call=lambda n, a, i: f'{{"{n}": {J(a)}}}',
+        block=lambda cs: "<|tools_prefix|>[" + ", ".join(cs) + "]<|tools_suffix|>",
+        think=("<|inner_prefix|>", "<|inner_suffix|>"),
+        malformed="<|tools_prefix|>[{get_weather: {}}]<|tools_suffix|>"),
+    "gigachat3": Syntax(
+        call=lambda n, a, i: f'<|message_sep|>\n\nfunction call<|role_sep|>\n{{"name": "{n}", "arguments": {J(a)}}}',
+        malformed='<|message_sep|>\n\nfunction call<|role_sep|>\n{"name": get_weather}',
+        na={"parallel": "one call per turn: the template renders only a message's first call"}),
     "generic_json": Syntax(
         call=lambda n, a, i: f'{{"name": "{n}", "arguments": {J(a)}}}',
         block=lambda cs: '{"tool_calls": [' + ", ".join(cs) + "]}",

@@ -153,3 +153,48 @@ def test_json_families_never_invent_a_value(fmt_id: str, head: str, tail: str) -
         msg = rebuild(p.feed(text[:k]) + p.finish())
         for call in msg.tool_calls:
             assert partial_of(json.loads(call.arguments), args), (fmt_id, text[:k], call.arguments)
+
+
+def _dsml(block: str) -> tuple[str, str]:
+    d = "｜DSML｜"
+    params = (f'<{d}parameter name="city" string="true">Paris</{d}parameter>\n'
+              f'<{d}parameter name="days" string="false">12</{d}parameter>\n'
+              f'<{d}parameter name="when" string="false">{{"day": "mon", "hour": 20}}</{d}parameter>\n'
+              f'<{d}parameter name="tags" string="false">["a", 3, null]</{d}parameter>\n')
+    return f'<{d}{block}>\n<{d}invoke name="record">\n{params}</{d}invoke>\n</{d}{block}>', ""
+
+
+def _m3() -> tuple[str, str]:
+    ns = "]<]minimax[>["
+    params = (f"{ns}<city>Paris{ns}</city>{ns}<days>12{ns}</days>{ns}<when>{ns}<day>mon{ns}</day>{ns}<hour>20{ns}</hour>"
+              f"{ns}</when>{ns}<tags>{ns}<item>a{ns}</item>{ns}<item>3{ns}</item>{ns}<item>null{ns}</item>{ns}</tags>")
+    return f'{ns}<tool_call>\n{ns}<invoke name="record">{params}{ns}</invoke>\n{ns}</tool_call>', ""
+
+
+def _xml(open_call: str, param: str, close_param: str, close_call: str) -> tuple[str, str]:
+    values = (("city", "Paris"), ("days", "12"), ("when", '{"day": "mon", "hour": 20}'), ("tags", '["a", 3, null]'))
+    return open_call + "".join(param.format(k) + v + close_param for k, v in values) + close_call, ""
+
+
+@pytest.mark.parametrize(("fmt_id", "text"), [
+    ("deepseek_v32", _dsml("function_calls")[0]),
+    ("deepseek_v4", _dsml("tool_calls")[0]),
+    ("minimax_m3", _m3()[0]),
+    ("qwen3_coder", _xml("<tool_call>\n<function=record>\n", "<parameter={}>\n", "\n</parameter>\n",
+                         "</function>\n</tool_call>")[0]),
+    ("minimax_m2", _xml('<minimax:tool_call>\n<invoke name="record">\n', '<parameter name="{}">', "</parameter>\n",
+                        "</invoke>\n</minimax:tool_call>")[0]),
+])
+def test_markup_families_never_invent_a_value(fmt_id: str, text: str) -> None:
+    """Cut anywhere, a markup call holds a prefix of what was written: a string as far as it got,
+    any other value only once its element closed (never a number cut short, never a key alone)."""
+    args = {"city": "Paris", "days": 12, "when": {"day": "mon", "hour": 20}, "tags": ["a", 3, None]}
+    seen_whole = False
+    for k in range(1, len(text) + 1):
+        p = FORMATS[fmt_id].new_parser([RECORD])
+        msg = rebuild(p.feed(text[:k]) + p.finish())
+        for call in msg.tool_calls:
+            got = json.loads(call.arguments)
+            assert partial_of(got, args), (fmt_id, text[:k], call.arguments)
+            seen_whole = seen_whole or got == args
+    assert seen_whole

@@ -40,10 +40,22 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
               "<arg_value>2</arg_value>\n</tool_call>", "<tool_response>\n22 C\n</tool_response>", "tool"),
     "kimi_k2": ("<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0<|tool_call_argument_begin|>"
                 '{"city": "Paris", "days": 2}<|tool_call_end|><|tool_calls_section_end|>',
-                "## Return of call_abc123XYZ\n22 C", "tool"),
+                "## Return of functions.get_weather:0\n22 C", "tool"),
     "minimax_m2": ('<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n'
                    '<parameter name="days">2</parameter>\n</invoke>\n</minimax:tool_call>', "<response>22 C</response>",
                    "tool"),
+    "deepseek_v32": ('<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'
+                     '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n'
+                     '<｜DSML｜parameter name="days" string="false">2</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+                     "</｜DSML｜function_calls>", "<function_results>\n<result>22 C</result>\n</function_results>",
+                     "tool"),
+    "deepseek_v4": ('<｜DSML｜tool_calls>\n<｜DSML｜invoke name="get_weather">\n'
+                    '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n'
+                    '<｜DSML｜parameter name="days" string="false">2</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+                    "</｜DSML｜tool_calls>", "<tool_result>22 C</tool_result>", "user"),
+    "minimax_m3": (']<]minimax[>[<tool_call>\n]<]minimax[>[<invoke name="get_weather">]<]minimax[>[<city>Paris'
+                   ']<]minimax[>[</city>]<]minimax[>[<days>2]<]minimax[>[</days>]<]minimax[>[</invoke>\n'
+                   "]<]minimax[>[</tool_call>", "22 C", "tool"),
     "seed_oss": ("<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n<parameter=days>2"
                  "</parameter>\n</function>\n</seed:tool_call>", "22 C", "tool"),
     "gpt_oss": ('<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>'
@@ -63,6 +75,16 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
                       "tool"),
     "gemma4": ('<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:2}<tool_call|>',
                '<|tool_response>response:get_weather{value:<|"|>22 C<|"|>}<tool_response|>', "tool"),
+    "internlm2": ('<|action_start|><|plugin|>\n{"name": "get_weather", "parameters": {"city": "Paris", "days": 2}}'
+                  "<|action_end|>", "22 C", "tool"),
+    "jamba": ('<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]</tool_calls>', "22 C",
+              "tool"),
+    "hunyuan": ('<tool_calls>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]</tool_calls>',
+                "<tool_response>22 C</tool_response>", "tool"),
+    "xlam": ('[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]', "22 C", "tool"),
+    "apertus": ('<|tools_prefix|>[{"get_weather": {"city": "Paris", "days": 2}}]<|tools_suffix|>', "22 C", "tool"),
+    "gigachat3": ('<|message_sep|>\n\nfunction call<|role_sep|>\n{"name": "get_weather", "arguments": {"city": "Paris", '
+                  '"days": 2}}', "22 C", "tool"),
     "generic_json": ('{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}]}',
                      '{"tool_response": {"tool_call_id": "call_abc123XYZ", "name": "get_weather", "content": "22 C"}}',
                      "user"),
@@ -147,6 +169,13 @@ PROMPT_EXAMPLES: dict[str, str] = {
                    '{"argument_name": "value"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>',
     "deepseek_v31": '<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function_name<｜tool▁sep｜>{"argument_name": "value"}'
                     "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    "internlm2": '<|action_start|><|plugin|>\n{"name": "plugin_name", "parameters": {"parameter_name": "value"}}'
+                 "<|action_end|>",
+    "jamba": '<tool_calls>[{"name": "function_name", "arguments": {"argument_name": "value"}}]</tool_calls>',
+    "hunyuan": '<tool_calls>[{"name": "function_name", "arguments": {"argument_name": "value"}}]</tool_calls>',
+    "xlam": '[{"name": "tool_name", "arguments": {"argument_name": "value"}}]',
+    "apertus": '<|tools_prefix|>[{"function_name": {"argument_name": "value"}}]<|tools_suffix|>',
+    "gigachat3": 'function call<|role_sep|>\n{"name": "function_name", "arguments": {"argument_name": "value"}}',
 }
 
 
@@ -157,3 +186,10 @@ def test_prompt_example_call_is_valid_syntax(fmt_id: str) -> None:
     msg = fmt.parse(example)
     assert msg.content == "" and msg.tool_calls
     assert next(iter(json.loads(msg.tool_calls[0].arguments).values())) in ("value", "text")
+
+
+def test_kimi_call_and_result_share_the_model_id() -> None:
+    fmt = FORMATS["kimi_k2"]
+    call = ToolCall("functions.get_weather:3", "get_weather", '{"city": "Paris"}')
+    assert "<|tool_call_begin|>functions.get_weather:3<|tool_call_argument_begin|>" in fmt.render_tool_call(call)
+    assert fmt.render_tool_result("get_weather", call.id, "22 C") == "## Return of functions.get_weather:3\n22 C"

@@ -16,8 +16,10 @@ from ..jsonstream import dumps
 
 class Granite(Format):
     FORMAT_ID = "granite"
+    REASONING = ("<think>", "</think>")
     GRAMMAR = Grammar(triggers=(Trigger("<|tool_call|>", JsonCallsBody), Trigger("<tool_call>", JsonCallsBody)),
-                      drop=("<|end_of_text|>",))
+                      reasoning_open=("<think>",), reasoning_close=("</think>",), drop=("<|end_of_text|>",),
+                      answer_wrap=("<response>", "</response>"))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         return (

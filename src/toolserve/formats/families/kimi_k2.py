@@ -1,6 +1,8 @@
-"""Kimi K2: `<|tool_call_begin|>functions.n:idx<|tool_call_argument_begin|>{...}<|tool_call_end|>`.
+"""Kimi K2 (Instruct, 0905, K2-Thinking, K2.5): `<|tool_call_begin|>functions.n:idx<|tool_call_argument_begin|>{...}<|tool_call_end|>`
+inside `<|tool_calls_section_begin|>…<|tool_calls_section_end|>`; reasoning `<think>…</think>`.
 
-The id the model writes (`functions.n:idx`) is kept as the call id.
+The id the model writes (`functions.n:idx`, or `n:idx`) is kept as the call id. An id with no
+`:idx`, or a bare counter that names no tool, is no call: its text is kept.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ def _header(text: str) -> tuple[str, str | None] | None:
     return (name, call_id) if name else None
 
 
+def kimi_id(name: str, call_id: str) -> str:
+    """The id a call and its result are written with: the model's own, else `functions.n:0`."""
+    return call_id if _KIMI_ID.match(call_id) else f"functions.{name}:0"
+
+
 def _body(sink: Sink) -> NamedJsonBody:
     return NamedJsonBody(sink, ARGS_BEGIN, _header)
 
@@ -39,12 +46,11 @@ class KimiK2(Format):
         return "# Tools\n" + dumps(tool_dicts(tools))
 
     def render_tool_call(self, call: ToolCall) -> str:
-        call_id = call.id if _KIMI_ID.match(call.id) else f"functions.{call.name}:0"
         args = dumps(call_arguments(call))
-        return f"{SECTION_BEGIN}{CALL_BEGIN}{call_id}{ARGS_BEGIN}{args}{CALL_END}{SECTION_END}"
+        return f"{SECTION_BEGIN}{CALL_BEGIN}{kimi_id(call.name, call.id)}{ARGS_BEGIN}{args}{CALL_END}{SECTION_END}"
 
     def render_tool_result(self, name: str, call_id: str, content: str) -> str:
-        return f"## Return of {call_id}\n{content}"
+        return f"## Return of {kimi_id(name, call_id)}\n{content}"
 
 
 FORMAT = KimiK2()
