@@ -342,3 +342,23 @@ def test_any_body_gets_a_vector_or_a_4xx_in_openais_shape(server: Server, body: 
         assert rows and all(abs(np.linalg.norm(v) - 1.0) < 1e-4 for v in rows)
     else:
         assert set(r.json()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_lora_ids_are_refused_and_the_base_id_embeds(tmp_path: Any) -> None:
+    """Adapters apply to the generation context only: an id that runs with one does not answer
+    /v1/embeddings with the base weights' vectors; the base id beside it does embed."""
+    from tests.lora import make_lora
+    from toolserve.modelfile import bundled_model
+
+    adapter = make_lora(bundled_model(), tmp_path / "tune.gguf", 1)
+    srv = Server(["--embeddings", "--lora-model", f"tuned={adapter}", "--ctx-size", "512", "--parallel", "1"])
+    try:
+        data = httpx.get(f"{srv.url}/v1/models").json()["data"]
+        base = next(m for m in data if m["id"] != "tuned")
+        tuned = next(m for m in data if m["id"] == "tuned")
+        assert "embeddings" in base["toolserve"] and "embeddings" not in tuned["toolserve"]
+        r = post(srv, {"model": "tuned", "input": "x"})
+        assert r.status_code == 400 and r.json()["error"]["param"] == "model" and "LoRA" in r.json()["error"]["message"]
+        assert vectors(srv, "x", model=base["id"]).shape == (1, base["toolserve"]["embeddings"]["embedding_dimensions"])
+    finally:
+        srv.stop()

@@ -38,6 +38,14 @@ async def embeddings(req: EmbeddingRequest, request: Request, registry: Registry
     if not isinstance(entry, LocalModel):
         raise Unsupported(f"The model '{entry.model_id}' cannot embed here: an upstream server runs it.", param="model")
     async with registry.hold(entry) as pipe:  # not unloaded while it embeds
+        if getattr(pipe, "adapters", ()):
+            # the embedding context computes on the base weights: vectors without the adapters
+            # would be answered under the adapter's id
+            raise Unsupported(
+                f"The model '{entry.id}' runs with LoRA adapters, which embeddings do not apply; "
+                "ask for an id without adapters (a --lora-model's base), or serve an embedding model with --embedding-model PATH.",
+                param="model",
+            )
         e = embedder_of(pipe)
         if e is None:
             hint = f" This server embeds with {', '.join(repr(i) for i in own)}." if own else ""

@@ -46,7 +46,7 @@ def model_card(pipe: Any) -> dict[str, Any]:
         },
     }
     embedder = getattr(pipe.engine, "embedder", None)
-    if embedder is not None:  # --embeddings: /v1/embeddings takes this model too
+    if embedder is not None and not getattr(pipe, "adapters", ()):  # --embeddings: /v1/embeddings takes this model too
         out["toolserve"]["embeddings"] = describe(embedder)
     return out
 
