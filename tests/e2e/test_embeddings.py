@@ -362,3 +362,20 @@ def test_lora_ids_are_refused_and_the_base_id_embeds(tmp_path: Any) -> None:
         assert vectors(srv, "x", model=base["id"]).shape == (1, base["toolserve"]["embeddings"]["embedding_dimensions"])
     finally:
         srv.stop()
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param"),
+    [
+        ("/v1/embeddings", '{"input": {"\\ud800": ""}}', "input.\\ud800"),
+        ("/v1/embeddings", '{"input": ["a", {"b\\udc00": 1}]}', "input[1].b\\udc00"),
+        ("/v1/chat/completions", '{"messages": [{"role": "user", "content": "hi", "\\ud800x": 1}]}', "messages[0].\\ud800x"),
+    ],
+)
+def test_a_lone_surrogate_in_a_key_is_a_400_naming_it_escaped(server: Server, path: str, body: str, param: str) -> None:
+    """The place is sent back with the surrogate as its escape: as it was, the error body could
+    not be encoded, and the answer was a 500."""
+    r = httpx.post(f"{server.url}{path}", content=body, headers={"content-type": "application/json"}, timeout=60)
+    assert r.status_code == 400, r.text
+    err = r.json()["error"]
+    assert err["code"] == "invalid_unicode" and err["param"] == param and param in err["message"]

@@ -26,7 +26,8 @@ def surrogate_path(value: Any, path: str = "") -> str | None:
         for k, v in value.items():
             inner = f"{path}.{k}" if path else str(k)
             if surrogate_path(k, inner) is not None:
-                return inner
+                # the place itself must be valid Unicode to be sent back: the surrogate spelled as its escape
+                return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", inner)
             found = surrogate_path(v, inner)
             if found is not None:
                 return found
