@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import os
 import socket
 import sys
 from collections.abc import Callable, Sequence
@@ -89,7 +90,9 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--flash-attn", default=env_default("flash_attn", d.flash_attn), choices=["auto", "on", "off"], help="flash attention (default: auto, llama.cpp's choice; a quantised V cache needs it on)")
     _placement_flags(p, d)
     p.add_argument("--no-repack", action="store_true", default=env_default("no_repack", d.no_repack), help="never repack weights into llama.cpp's extra buffer types (default: repack unless a check on this host finds it faults)")
-    p.add_argument("--embeddings", action="store_true", default=env_default("embeddings", d.embeddings), help="also serve POST /v1/embeddings from this model (its own llama context on the same weights)")
+    p.add_argument("--embeddings", action="store_true", default=env_default("embeddings", d.embeddings), help="also serve POST /v1/embeddings from this model (a llama context of its own; beside an engine process, on the file loaded again in the server)")
+    p.add_argument("--engine-process", action=argparse.BooleanOptionalAction, default=env_default("engine_process", d.engine_process), help="run the model in an engine process of its own, restarted when it dies or hangs (default: on; --no-engine-process runs it in a thread of the server)")
+    p.add_argument("--engine-timeout", type=float, default=env_default("engine_timeout", d.engine_timeout), help="seconds an engine process may go without a step while requests run before it is killed and restarted")
     p.add_argument("--lora", metavar="PATH[:SCALE]", action="append", type=_checked(lambda text: parse_lora(str(text), "--lora")), default=[], help="apply a LoRA adapter GGUF to the model (scale default 1); repeatable")
     p.add_argument("--lora-model", dest="lora_models", metavar="NAME=PATH[:SCALE]", action="append", type=_checked(lambda text: parse_lora_model(str(text), "--lora-model")), default=[], help="also serve the model with this adapter as model NAME (the base weights are shared); repeatable")
     p.add_argument("--log-level", default=env_default("log_level", ServerConfig.log_level), choices=["debug", "info", "warning", "error"])
@@ -207,7 +210,8 @@ def _serve(args: argparse.Namespace) -> int:
         loopback_only=is_loopback(args.host),
     )
     origins = [o.strip() for o in (args.cors_origins or "").split(",") if o.strip()]
-    app = create_app(registry, guard, origins, log_prompts=args.log_prompts, web=not args.no_web, embedding_models=embedders)
+    faults = os.environ.get("TOOLSERVE_TEST_FAULTS") == "1"  # test-only: POST /debug/engine-fault
+    app = create_app(registry, guard, origins, log_prompts=args.log_prompts, web=not args.no_web, embedding_models=embedders, test_faults=faults)
     grace = args.shutdown_grace
     # uvicorn waits for open connections up to its own timeout; ours aborts generations first,
     # so every stream still gets a final error event before the connection closes
@@ -338,8 +342,9 @@ async def _answer(pipe: Pipeline, history: list[Message], params: SamplingParams
 
 
 def _one_at_a_time(cfg: ModelConfig) -> ModelConfig:
-    """run and chat answer one prompt at a time: one sequence, unless --parallel says otherwise."""
-    return cfg if cfg.parallel else dataclasses.replace(cfg, parallel=1)
+    """run and chat answer one prompt at a time: one sequence, unless --parallel says otherwise;
+    the engine runs in the command's own process."""
+    return dataclasses.replace(cfg, parallel=cfg.parallel or 1, engine_process=False)
 
 
 def _run(args: argparse.Namespace) -> int:

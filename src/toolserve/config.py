@@ -39,6 +39,8 @@ class ModelConfig:
     split_mode: str = "layer"  # none | layer | row: how a model spreads over several GPUs
     tensor_split: tuple[float, ...] = ()  # each GPU's share of the layers; (): in proportion to free memory
     no_kv_offload: bool = False  # keep the KV cache (and attention) in RAM, not on the GPU
+    engine_process: bool = True  # run the engine in a process of its own (a native fault does not end the server)
+    engine_timeout: float = 120.0  # seconds an engine process may go without a step while requests run; then it is restarted
     lora: tuple[LoraSpec, ...] = ()  # LoRA adapters applied to this model's id
     lora_models: tuple[LoraModel, ...] = ()  # adapters served as their own ids on the same base weights
 
@@ -141,7 +143,8 @@ class ConfigError(ValueError):
 _LOCAL_KEYS = {
     "id", "model", "ctx_size", "threads", "parallel", "chat_template", "tool_format", "cache_ram",
     "cache_type_k", "cache_type_v", "keep_alive", "preload", "mmproj", "no_repack", "flash_attn",
-    "gpu_layers", "main_gpu", "split_mode", "tensor_split", "no_kv_offload", "lora", "lora_models", "embeddings",
+    "gpu_layers", "main_gpu", "split_mode", "tensor_split", "no_kv_offload", "lora", "lora_models",
+    "engine_process", "engine_timeout", "embeddings",
 }
 _UPSTREAM_KEYS = {
     "id", "url", "api_key", "api_key_env", "upstream_model", "mode", "guided", "timeout", "verify_tls",
@@ -150,7 +153,7 @@ _UPSTREAM_KEYS = {
 _TOP_KEYS = {"models", "memory_mb", "keep_alive", "default", "model_map"}
 _INHERITED = (
     "ctx_size", "threads", "parallel", "cache_ram", "cache_type_k", "cache_type_v", "no_repack", "flash_attn",
-    "gpu_layers", "main_gpu", "split_mode", "tensor_split", "no_kv_offload",
+    "gpu_layers", "main_gpu", "split_mode", "tensor_split", "no_kv_offload", "engine_process", "engine_timeout",
 )
 FLASH_ATTN = ("auto", "on", "off")
 SPLIT_MODES = ("none", "layer", "row")
@@ -238,7 +241,9 @@ def _local_entry(where: str, d: dict[str, Any], base: Path, defaults: ModelConfi
     if "lora_models" in d:
         named = _typed(where, "lora_models", d["lora_models"], (dict,), "a mapping of model ids to adapter paths")
         strs["lora_models"] = tuple(LoraModel(str(k), _lora_item(f"{where}.lora_models.{k}", v, base)) for k, v in named.items())
-    for k in ("no_repack", "no_kv_offload", "embeddings"):
+    if "engine_timeout" in d:
+        strs["engine_timeout"] = float(_typed(where, "engine_timeout", d["engine_timeout"], (int, float), "seconds"))
+    for k in ("no_repack", "no_kv_offload", "engine_process", "embeddings"):
         if k in d:
             strs[k] = bool(_typed(where, k, d[k], (bool,), "true or false"))
     for k, parse in _PLACEMENT.items():

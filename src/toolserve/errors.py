@@ -80,6 +80,15 @@ class EngineFailure(ToolserveError):
     code = "engine_failure"
 
 
+class EngineUnavailable(ToolserveError):
+    """The model's engine process died or hung (its requests end with this), or failed too often
+    to be restarted (then every request gets it)."""
+
+    status = 503
+    type = "engine_unavailable"
+    code = "engine_unavailable"
+
+
 class ModelLoadError(ToolserveError):
     """The model file is missing or unreadable; raised at start-up, never per request."""
 

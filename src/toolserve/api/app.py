@@ -30,11 +30,13 @@ def create_app(
     log_prompts: bool = False,
     web: bool = True,
     embedding_models: Sequence[EmbeddingModel] = (),
+    test_faults: bool = False,
 ) -> FastAPI:
     """Build the HTTP app around a loaded pipeline, or a registry of models (no globals: tests
     pass their own). The registry's background work (upstream health, idle unloading) runs
     for the app's lifetime. `web`: the chat page at / (api/web.py). `embedding_models`: models
-    served for /v1/embeddings only (--embedding-model)."""
+    served for /v1/embeddings only (--embedding-model). `test_faults`: the test-only
+    POST /debug/engine-fault (the environment's TOOLSERVE_TEST_FAULTS=1)."""
     registry = models if isinstance(models, ModelRegistry) else ModelRegistry.single(models)
 
     @asynccontextmanager
@@ -56,6 +58,8 @@ def create_app(
         app.include_router(module.router)
     if web:
         app.include_router(web_router())
+    if test_faults:
+        app.include_router(misc.fault_router)
     if cors_origins:
         app.add_middleware(
             CORSMiddleware, allow_origins=list(cors_origins), allow_methods=["*"], allow_headers=["*"]

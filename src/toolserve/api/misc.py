@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 
 from toolserve.api import convert
 from toolserve.api.deps import RegistryDep
@@ -112,14 +113,22 @@ def engine_stats(pipe: Pipeline) -> dict[str, Any]:
         "generated_tokens": stats.generated_tokens,
         "prompt_cache": cache_stats(pipe.engine),
         "placement": placement(pipe),
+        "engine": pipe.engine.health() if hasattr(pipe.engine, "health") else {"process": "server"},
     }
+
+
+def _failed(entry: Entry) -> bool:
+    return isinstance(entry, LocalModel) and entry.status()["state"] == "failed"
 
 
 @router.get("/health", response_model=None)
 async def health(registry: RegistryDep) -> dict[str, Any] | JSONResponse:
     only = registry.entries[0]
     if len(registry.entries) == 1 and isinstance(only, LocalModel) and only.pipeline is not None:
-        return {"status": "ok", "model": only.id, "toolserve": engine_stats(only.pipeline)}  # one local model
+        one = {"status": "ok", "model": only.id, "toolserve": engine_stats(only.pipeline)}  # one local model
+        if _failed(only):  # its engine process failed for good: a load balancer should look elsewhere
+            return JSONResponse({**one, "status": "unavailable"}, 503)
+        return one
     models: dict[str, Any] = {}
     for e in registry.entries:
         if isinstance(e, LocalModel):
@@ -129,12 +138,13 @@ async def health(registry: RegistryDep) -> dict[str, Any] | JSONResponse:
         else:
             models[e.model_id or "?"] = e.status()
     down = [e for e in registry.upstream if not e.status()["available"]]
+    failed = [m for m in registry.local if _failed(m)]
     body = {
-        "status": "ok" if not down else "degraded",
+        "status": "ok" if not down and not failed else "degraded",
         "model": registry.default_entry().model_id,
         "models": models,
     }
-    if registry.local or len(down) < len(registry.upstream):
+    if len(failed) < len(registry.local) or len(down) < len(registry.upstream):
         return body
     body["status"] = "unavailable"  # no model can answer: a load balancer should look elsewhere
     return JSONResponse(body, 503)
@@ -180,3 +190,22 @@ async def detokenize(req: DetokenizeRequest, registry: RegistryDep) -> dict[str,
         raise InvalidRequest(f"token {bad} is outside the vocabulary (0..{n_vocab - 1}).", param="tokens")
     text = pipe.engine.detokenize(req.tokens).decode("utf-8", "replace")
     return {"prompt": text, "content": text}
+
+
+# -- test-only: make an engine process fault on demand (TOOLSERVE_TEST_FAULTS=1; see engine/worker.py)
+fault_router = APIRouter()
+
+
+class FaultRequest(BaseModel):
+    model: str | None = None
+    kind: Literal["segv", "abort", "exit", "hang", "kill"]
+
+
+@fault_router.post("/debug/engine-fault")
+async def engine_fault(body: FaultRequest, registry: RegistryDep) -> dict[str, Any]:
+    pipe = await local_pipeline(registry, body.model, "/debug/engine-fault")
+    engine = pipe.engine
+    if not hasattr(engine, "fault"):
+        raise Unsupported("This model's engine runs in the server's own process (--no-engine-process).", param="model")
+    engine.fault(body.kind)
+    return {"armed": body.kind, "pid": getattr(engine, "pid", None)}

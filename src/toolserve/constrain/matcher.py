@@ -2,7 +2,9 @@
 
 `Constrainer` belongs to one model: it holds llguidance's view of the vocabulary and compiles
 a request's grammar once (errors become a 400 before anything is generated). Each generation
-then gets a fresh `GrammarConstraint` (a copy of the compiled matcher).
+then gets a fresh `GrammarConstraint` (a copy of the compiled matcher) from a `GrammarFactory`.
+A factory sent to an engine process travels as its grammar text; there it is bound to that
+process's own `Constrainer`, so the mask is computed next to the logits.
 """
 
 from __future__ import annotations
@@ -80,6 +82,7 @@ class Constrainer:
         self._tokenizer: Any = None
         self._piece = piece
         self._n_vocab = n_vocab
+        self._compiled: dict[str, Any] = {}  # an engine process's recent grammars (checked already)
 
     @property
     def tokenizer(self) -> Any:
@@ -96,7 +99,44 @@ class Constrainer:
             )
         return matcher
 
-    def factory(self, grammar: str, *, param: str, trigger: str = "") -> Callable[[], GrammarConstraint]:
-        template = self.compile(grammar, param=param)
-        tokenizer, piece, n_vocab = self.tokenizer, self._piece, self._n_vocab
-        return lambda: GrammarConstraint(template, tokenizer, piece, n_vocab, trigger)
+    def factory(self, grammar: str, *, param: str, trigger: str = "") -> GrammarFactory:
+        return GrammarFactory(grammar, param, trigger, self)
+
+    def constraint(self, template: Any, trigger: str) -> GrammarConstraint:
+        return GrammarConstraint(template, self.tokenizer, self._piece, self._n_vocab, trigger)
+
+    def recall(self, grammar: str, param: str) -> Any:
+        """`compile`, remembering the last 64 grammars (an engine process sees the same tool
+        lists again and again)."""
+        template = self._compiled.pop(grammar, None) or self.compile(grammar, param=param)
+        self._compiled[grammar] = template
+        while len(self._compiled) > 64:
+            del self._compiled[next(iter(self._compiled))]
+        return template
+
+
+class GrammarFactory:
+    """A fresh `GrammarConstraint` per generation (`SamplingParams.constraint`). Pickled, it keeps
+    only its grammar; `bind` gives it the engine process's Constrainer."""
+
+    def __init__(self, grammar: str, param: str, trigger: str, constrainer: Constrainer | None):
+        self.grammar, self.param, self.trigger = grammar, param, trigger
+        self._constrainer = constrainer
+        self._template = constrainer.compile(grammar, param=param) if constrainer is not None else None
+
+    def bind(self, constrainer: Constrainer) -> None:
+        if self._constrainer is None:
+            self._constrainer = constrainer
+            self._template = constrainer.recall(self.grammar, self.param)
+
+    def __call__(self) -> GrammarConstraint:
+        if self._constrainer is None:
+            raise RuntimeError("a grammar factory must be bound to a Constrainer before use")
+        return self._constrainer.constraint(self._template, self.trigger)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"grammar": self.grammar, "param": self.param, "trigger": self.trigger}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._constrainer, self._template = None, None

@@ -306,6 +306,7 @@ class LlamaCppEngine:
             self._apply(0)
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self.embedder: Any = None  # engine/embed.py's context on these weights (--embeddings), closed before them
+        self.on_step: Any = None  # called by the worker thread after each step (an engine process sends its events)
         self._worker = threading.Thread(target=self._run, name="toolserve-engine", daemon=True)
         self._worker.start()
 
@@ -448,8 +449,13 @@ class LlamaCppEngine:
         """Start a generation; `adapter` picks the adapter set (the constructor's `adapters`)."""
         gen = Generation(asyncio.get_running_loop(), len(prompt))
         self.stats.submitted += 1
-        self._jobs.put(_Job(gen, list(prompt), params, list(media), self.adapter_index[adapter]))
+        self.enqueue(gen, prompt, params, media, adapter)
         return gen
+
+    def enqueue(self, gen: Any, prompt: Sequence[int], params: SamplingParams, media: Sequence[MediaSpan] = (), adapter: int = 0) -> None:
+        """Queue a generation for `gen`, any object with Generation's engine side (`push`,
+        `close`, `cancelled`, `cached_tokens`): an engine process passes its own."""
+        self._jobs.put(_Job(gen, list(prompt), params, list(media), self.adapter_index[adapter]))
 
     def close(self) -> None:
         self._jobs.put(None)
@@ -495,8 +501,12 @@ class LlamaCppEngine:
             except Exception as exc:  # a failed decode must not kill the worker
                 log.exception("generation failed")
                 self._fail_all(EngineFailure(f"generation failed: {exc}"))
+            if self.on_step is not None:
+                self.on_step()
         for job in [*self._running, *self._waiting]:
             self._end(job, "stop")
+        if self.on_step is not None:
+            self.on_step()
 
     def _fail_all(self, error: BaseException) -> None:
         """End every running request with `error` and start the context afresh."""

@@ -399,6 +399,10 @@ class StreamParser:
             self._lead_ok = False
         table = self._g.table(state)
         m = table.regex.search(buf, pos) if table.regex is not None else None
+        if m is not None and not final and len(buf) - m.start() < table.maxlen and buf[m.start():] in table.prefixes:
+            # a whole marker that may still grow into a longer one (`<|channel>` / `<|channel>thought`)
+            self._emit(state, buf[pos:m.start()])
+            return m.start(), m.start() > pos
         if m is not None:
             self._emit(state, buf[pos:m.start()])
             self._act(m.group(), table.acts[m.group()])
@@ -511,6 +515,8 @@ class StreamParser:
         if close.startswith(rest) and not final:
             return pos, False
         self._closing = None
+        if rest and close.startswith(rest):  # the close marker cut by the end of the output
+            return n, True
         return pos, True
 
     def _skip(self, buf: str, pos: int, final: bool) -> tuple[int, bool]:

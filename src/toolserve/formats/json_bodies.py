@@ -127,6 +127,8 @@ class JsonCallsBody:
             elif st == "list_after":
                 if c == ",":
                     self.st = "item_after_comma"
+                elif c == "{":  # the comma between two call objects left out (Ollama reads it too)
+                    self.st = "key_or_end"
                 elif c == "]":
                     self.in_list = False
                     return i + 1, DONE

@@ -10,6 +10,7 @@ from pathlib import Path
 from toolserve.config import LoraSpec, ModelConfig, auto_parallel
 from toolserve.engine.base import Engine, Lora
 from toolserve.engine.llama_cpp import LlamaCppEngine
+from toolserve.engine.remote import RemoteEngine
 from toolserve.engine.repack import decide_repack
 from toolserve.errors import ModelLoadError
 from toolserve.formats.registry import detect_format, get_format
@@ -30,18 +31,23 @@ def _probe_model(path: Path) -> Path:
         return path
 
 
-def attach_embedder(engine: Engine, *, n_ctx: int, n_threads: int) -> None:
-    """--embeddings: an embedding context on the generation engine's loaded weights."""
-    from toolserve.engine.embed import beside
+def attach_embedder(engine: Engine, *, n_ctx: int, n_threads: int, repack: bool) -> None:
+    """--embeddings: an embedding context on the generation engine's weights. In the server's
+    process (--no-engine-process) it shares the loaded `llama_model`; beside an engine process
+    the server loads the file too (memory-mapped: the file's pages are shared with the engine
+    process, not weights that repacking copied) and embeds in its own process."""
+    from toolserve.engine.embed import Embedder, beside
 
-    if not isinstance(engine, LlamaCppEngine):
-        raise ModelLoadError("--embeddings needs a local GGUF model")
     try:
-        engine.embedder = beside(engine._llm, n_ctx=n_ctx, n_threads=n_threads)
+        if isinstance(engine, LlamaCppEngine):
+            embedder = beside(engine._llm, n_ctx=n_ctx, n_threads=n_threads)
+        else:
+            embedder = Embedder.load(engine.info.path, n_ctx=n_ctx, n_threads=n_threads, repack=repack)
     except ModelLoadError:
         engine.close()
         raise
-    e = engine.embedder
+    engine.embedder = embedder  # type: ignore[attr-defined]  # closed by the engine's close()
+    e = embedder
     log.info("embeddings: %d dimensions, %s pooling, inputs up to %d tokens", e.dimensions, e.pooling, e.n_ctx)
 
 
@@ -100,8 +106,8 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
     threads = cfg.threads or os.cpu_count() or 1
     repack = decide_repack(cfg.no_repack, str(_probe_model(path)))
     layers, chosen = gpu_layers(cfg, path, n)
-    engine: Engine = LlamaCppEngine(
-        str(path),
+    settings = dict(
+        path=str(path),
         n_ctx=cfg.ctx_size,
         n_threads=threads,
         cache_ram_mb=cfg.cache_ram,
@@ -120,8 +126,13 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
         kv_offload=not cfg.no_kv_offload,
         placed_by=chosen,
     )
+    engine: Engine
+    if cfg.engine_process:  # a native fault ends that process, not the server (engine/remote.py)
+        engine = RemoteEngine(settings, hang_timeout=cfg.engine_timeout)
+    else:
+        engine = LlamaCppEngine(**settings)  # type: ignore[arg-type]
     if cfg.embeddings:
-        attach_embedder(engine, n_ctx=cfg.ctx_size, n_threads=threads)
+        attach_embedder(engine, n_ctx=cfg.ctx_size, n_threads=threads, repack=repack)
     info = engine.info
     source, label = choose_template(info.chat_template, info.architecture, override)
     template = ChatTemplate(source, bos_token=info.bos_token, eos_token=info.eos_token, label=label)
@@ -132,6 +143,8 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
         "loaded %s in %.2f s: architecture %s, context %d per sequence, %d sequence(s), chat template %s, tool format %s, weight repacking %s",
         model_id, time.perf_counter() - started, info.architecture, info.n_ctx, n, label, fmt_id, "on" if repack else "off",
     )
+    if isinstance(engine, RemoteEngine):
+        log.info("%s: engine process %d (restarted if it dies or hangs for %g s)", model_id, engine.pid, cfg.engine_timeout)
     if info.placement is not None:
         log.info("%s: %s", model_id, info.placement.summary())
     for a in cfg.lora:

@@ -142,6 +142,11 @@ class LocalModel:
             out["unloads_in"] = round(max(0.0, self.keep_alive - (time.monotonic() - self.last_used)), 1)
         if self.last_error:
             out["last_error"] = self.last_error
+        health = getattr(self.pipeline.engine, "health", None) if self.pipeline is not None else None
+        if health is not None:  # an engine process: its restarts, and why it failed if it did
+            out["engine"] = health()
+            if out["engine"]["failed"]:
+                out["state"], out["loaded"] = "failed", False
         return out
 
 

@@ -29,3 +29,5 @@ class Row:
 CORPORA = ("hermes", "deepseek", "gpt_oss", "qwen3_coder", "glm45", "mistral", "granite",
            "internlm2", "jamba", "hunyuan", "xlam", "apertus", "gigachat3",
            "deepseek_dsml", "kimi_k2", "minimax_m3")
+CORPORA += ("command_r", "gemma4", "functiongemma", "generic_json", "function_tag", "firefunction",
+            "gemma3_tool_code")

@@ -1,7 +1,8 @@
 """Command R7B / Command A: `<|START_ACTION|>[{"tool_call_id": i, "tool_name": n, "parameters": {...}}]<|END_ACTION|>`.
 
 Reasoning is `<|START_THINKING|>…<|END_THINKING|>`; the answer may stand in
-`<|START_RESPONSE|>…<|END_RESPONSE|>`. The model's `tool_call_id` ("0", "1") is not unique
+`<|START_RESPONSE|>…<|END_RESPONSE|>` (Command R7B) or `<|START_TEXT|>…<|END_TEXT|>` (Command A's
+newer templates); those markers are special tokens and are dropped. The model's `tool_call_id` ("0", "1") is not unique
 across turns, so toolserve gives each call its own id.
 """
 
@@ -25,7 +26,8 @@ class CommandR(Format):
     REASONING = ("<|START_THINKING|>", "<|END_THINKING|>")
     GRAMMAR = Grammar(triggers=(Trigger("<|START_ACTION|>", _body, close="<|END_ACTION|>"),),
                       reasoning_open=("<|START_THINKING|>",), reasoning_close=("<|END_THINKING|>",),
-                      drop=("<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|END_OF_TURN_TOKEN|>"))
+                      drop=("<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>",
+                            "<|END_OF_TURN_TOKEN|>"))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         listing = dumps([t["function"] for t in tool_dicts(tools)])

@@ -1,4 +1,8 @@
-"""Llama 3 function-tag prompt / Functionary v3.1: `<function=n>{...}</function>`."""
+"""Llama 3 function-tag prompt / Functionary v3.1: `<function=n>{...}</function>`.
+
+`<function name="n">{...}</function>` is read too (llama.cpp's Hermes 2 Pro parser reads both
+spellings).
+"""
 
 from __future__ import annotations
 
@@ -14,10 +18,15 @@ def _body(sink: Sink) -> NamedJsonBody:
     return NamedJsonBody(sink, ">", lambda h: (h.strip(), None))
 
 
+def _named_body(sink: Sink) -> NamedJsonBody:
+    return NamedJsonBody(sink, ">", lambda h: (h.strip().strip("\"'"), None))
+
+
 class FunctionTag(Format):
     FORMAT_ID = "function_tag"
     TOOL_RESULT_ROLE = "ipython"
-    GRAMMAR = Grammar(triggers=(Trigger("<function=", _body, close="</function>"),),
+    GRAMMAR = Grammar(triggers=(Trigger("<function=", _body, close="</function>"),
+                                Trigger("<function name=", _named_body, close="</function>")),
                       drop=("<|eom_id|>", "<|eot_id|>"))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:

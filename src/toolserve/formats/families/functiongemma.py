@@ -13,7 +13,7 @@ ESC = "<escape>"
 
 
 def _body(sink: Sink) -> KvCallsBody:
-    return KvCallsBody(sink, ESC)
+    return KvCallsBody(sink, ESC, "<end_function_call>")
 
 
 def declaration(tool: ToolSpec, esc: str) -> str:

@@ -1,7 +1,9 @@
 """Gemma 3: tools shown as Python signatures; calls in a ```tool_code fence, results in ```tool_output.
 
 Small models also write `f("x")` and shell style `f some/path`: positional values are mapped
-onto the schema's parameters in order, required first.
+onto the schema's parameters in order, required first. A Python list of calls (`[f(a=1), g()]`)
+is read inside the fence, and as the whole answer without one: the format of Google's
+Python-style function-calling prompt for Gemma 3 and of vLLM's Gemma 3 template.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Sink, Trigger, call_arguments
+from ..base import Format, Grammar, PrefixChoice, Sink, Trigger, call_arguments
 from ..pythonic import PyCallsBody, py_call
 from ..schema import ordered_params, prop_schema, types_of
 
@@ -46,14 +48,23 @@ def python_signature(tool: ToolSpec) -> str:
     return f"def {tool.name}({', '.join(args)}) -> dict:\n{body}"
 
 
-def _body(sink: Sink) -> PyCallsBody:
+def _lines(sink: Sink) -> PyCallsBody:
     return PyCallsBody(sink, bracketed=False, shell=True)
+
+
+def _list(sink: Sink) -> PyCallsBody:
+    return PyCallsBody(sink, bracketed=True)
+
+
+def _body(sink: Sink) -> PrefixChoice:
+    """A fence holds calls one per line, or a Python list of them."""
+    return PrefixChoice(sink, (("[", _list, False), ("", _lines, False)))
 
 
 class Gemma3ToolCode(Format):
     FORMAT_ID = "gemma3_tool_code"
     TOOL_RESULT_ROLE = "user"
-    GRAMMAR = Grammar(triggers=(Trigger("```tool_code", _body, close="```"),),
+    GRAMMAR = Grammar(triggers=(Trigger("```tool_code", _body, close="```"), Trigger("[", _list, lead=True)),
                       drop=("<end_of_turn>",))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:

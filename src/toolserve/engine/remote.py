@@ -1,0 +1,429 @@
+"""The engine in its own process: a native fault (a bad instruction, a driver error, the
+out-of-memory killer) ends the engine process, never the server.
+
+`RemoteEngine` is the Engine the serving pipeline sees. It starts `python -m
+toolserve.engine.worker` with one end of a socketpair (a Unix socket: no copy through a broker,
+framing and pickling from multiprocessing.connection, EOF when either side dies), sends it the
+LlamaCppEngine's settings and keeps, in this process, only the model's vocabulary
+(engine/vocab.py) to tokenize, detokenize and build grammars. Requests go out as token ids with
+their sampling settings (a grammar as its text); the engine process sends back one message per
+step with every token it sampled.
+
+At most `slots` requests are in the engine process at a time; the rest wait here, so that a
+crash loses only the requests that were running. When the process dies, or sends nothing for
+`hang_timeout` seconds while requests run (it is then killed), those requests end at once with
+EngineUnavailable (503) naming the signal or exit status, and the process is started again with
+the same settings; the waiting requests go to the new one. Crashes in a row (no request
+finished in between) wait 0.5, 1, 2, ... s before the restart; after `max_failures` the engine
+is marked failed and every request gets the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from toolserve import errors
+from toolserve.engine.base import EngineStats, Generation, MediaSpan, ModelInfo, TokenEvent
+from toolserve.engine.prompt_cache import CacheStats
+from toolserve.engine.slots import PREFILL_CHUNK
+from toolserve.engine.vocab import Vocab
+from toolserve.errors import EngineUnavailable, ModelLoadError, ToolserveError
+from toolserve.types import ImageData, SamplingParams
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT = 1.0  # seconds between checks of a quiet engine process (hang, resident memory)
+
+
+def _error(err: tuple[str, str] | None) -> BaseException | None:
+    """An error the engine process reported, as the exception it was."""
+    if err is None:
+        return None
+    name, message = err
+    cls = getattr(errors, name, None)
+    if isinstance(cls, type) and issubclass(cls, ToolserveError):
+        return cls(message)
+    return errors.EngineFailure(message)
+
+
+def _rss_mb(pid: int) -> float | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+@dataclass
+class _CacheView:
+    """The engine process's prompt cache, as /health reports it."""
+
+    budget: int
+    stats: CacheStats
+
+
+class _RemoteGen(Generation):
+    def __init__(self, loop: asyncio.AbstractEventLoop, prompt_tokens: int, engine: RemoteEngine):
+        super().__init__(loop, prompt_tokens)
+        self._engine = engine
+        self.rid = -1
+
+    def cancel(self) -> None:
+        if not self.cancelled:
+            super().cancel()
+            self._engine._cancel(self)
+
+
+class RemoteEngine:
+    """A LlamaCppEngine (its keyword arguments: `settings`) in an engine process of its own."""
+
+    prefill_chunk = PREFILL_CHUNK
+
+    def __init__(self, settings: dict[str, Any], *, hang_timeout: float = 120.0, max_failures: int = 5):
+        self._settings = dict(settings)
+        self._hang = hang_timeout
+        self._max_failures = max_failures
+        self._lock = threading.Lock()  # the state below is shared by the event loop and the reader
+        self._send_lock = threading.Lock()
+        self._gens: dict[int, _RemoteGen] = {}  # in the engine process now
+        self._queue: deque[tuple[_RemoteGen, list[int], SamplingParams, list[MediaSpan], int]] = deque()
+        self._calls: dict[int, list[Any]] = {}
+        self._ids = itertools.count()
+        self._ready = False
+        self._closing = False
+        self._failures = 0  # crashes since a request last finished
+        self._rss: float | None = None
+        self.failed: str | None = None  # why the engine gave up (then every request gets it)
+        self.embedder: Any = None  # --embeddings: engine/embed.py's context, in this (the server's) process
+        self.restarts = 0
+        self.last_crash: str | None = None
+        self.stats = EngineStats()
+        self._base = (0, 0, 0, 0)  # counters of the engine processes before the current one
+        self._last = (0, 0, 0, 0)
+        self._proc, self._conn, ready = self._spawn()
+        self.info: ModelInfo = ready[0]
+        self.slots: int = ready[1]
+        self.cache = _CacheView(ready[2], CacheStats()) if ready[2] is not None else None
+        self.pid: int = ready[3]
+        self._ready = True
+        try:
+            self._vocab = Vocab(self._settings["path"])
+        except ModelLoadError:
+            self._stop_process()
+            raise
+        self._reader = threading.Thread(target=self._read, name="toolserve-engine-reader", daemon=True)
+        self._reader.start()
+
+    # -- the process ---------------------------------------------------------------------------
+    def _spawn(self) -> tuple[subprocess.Popen[bytes], Connection, tuple[Any, ...]]:
+        ours, theirs = socket.socketpair()
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "toolserve.engine.worker", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                start_new_session=True,  # a terminal's Ctrl-C goes to the server, which closes it
+            )
+        finally:
+            theirs.close()
+        conn = Connection(ours.detach())
+        try:
+            conn.send(("load", self._settings))
+            msg = conn.recv()  # as long as loading takes
+        except (EOFError, OSError):
+            conn.close()
+            raise ModelLoadError(f"the engine process died while loading {self._settings['path']}: {self._exit(proc)}") from None
+        if msg[0] != "ready":
+            conn.close()
+            proc.wait()
+            raise ModelLoadError(str(msg[1]))
+        log.info("engine process %d serves %s", msg[4], self._settings["path"])
+        return proc, conn, msg[1:]
+
+    def _exit(self, proc: subprocess.Popen[bytes]) -> str:
+        """How a dead engine process ended, in words."""
+        try:
+            code = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = proc.wait()
+        if code < 0:
+            name = signal.Signals(-code).name
+            if -code == signal.SIGKILL:
+                rss = f"{self._rss:.0f} MB resident at the last check" if self._rss is not None else "its memory unknown"
+                return f"was killed by {name} (as the out-of-memory killer does; {rss})"
+            return f"was killed by {name}"
+        return f"exited with status {code}"
+
+    def _send(self, msg: tuple[Any, ...]) -> None:
+        with self._send_lock:
+            self._conn.send(msg)
+
+    def _read(self) -> None:
+        """The reader thread: events in, crashes noticed, the process restarted."""
+        while True:
+            reason = self._pump()
+            if reason is None or self._closing:
+                return
+            self._crashed(reason)
+            if not self._restart():
+                return
+
+    def _pump(self) -> str | None:
+        """Read the current process's messages until it is closed (None) or gone (why)."""
+        conn, proc = self._conn, self._proc
+        last = time.monotonic()
+        while True:
+            try:
+                ready = conn.poll(HEARTBEAT)
+                msg = conn.recv() if ready else None
+            except (EOFError, OSError):
+                return None if self._closing else self._exit(proc)
+            now = time.monotonic()
+            if msg is None:
+                self._rss = _rss_mb(proc.pid) or self._rss
+                with self._lock:
+                    busy = bool(self._gens) or bool(self._calls)
+                if not busy:
+                    last = now
+                elif now - last > self._hang:
+                    with contextlib.suppress(OSError):
+                        proc.send_signal(signal.SIGUSR1)  # its threads' stacks go to the log first
+                        time.sleep(0.5)
+                    proc.kill()
+                    proc.wait()
+                    return f"hung (no engine step for {self._hang:g} s while requests ran) and was killed"
+                continue
+            last = now
+            if msg[0] == "events":
+                self._events(msg[1], msg[2])
+            elif msg[0] == "reply":
+                with self._lock:
+                    slot = self._calls.pop(msg[1], None)
+                if slot is not None:
+                    slot[1] = (msg[2], msg[3])
+                    slot[0].set()
+            elif msg[0] == "closed":
+                return None
+
+    def _events(self, items: list[tuple[Any, ...]], stats: tuple[Any, ...]) -> None:
+        ended = False
+        for item in items:
+            if item[0] == "tok":
+                gen = self._gens.get(item[1])
+                if gen is not None:
+                    gen.push(TokenEvent(item[2], item[3], item[4], item[5]))
+                continue
+            _, rid, finish, err, cached = item
+            with self._lock:
+                gen = self._gens.pop(rid, None)
+            if gen is None:
+                continue
+            ended = True
+            gen.cached_tokens = cached
+            gen.close(finish, _error(err))
+            self.stats.finished += 1
+            if err is None:
+                self._failures = 0  # it serves again
+        requests, prompt, cached_total, generated, active, cache = stats
+        self._last = (requests, prompt, cached_total, generated)
+        s, b = self.stats, self._base
+        s.requests, s.prompt_tokens, s.cached_tokens, s.generated_tokens = (b[i] + self._last[i] for i in range(4))
+        s.active = active
+        if self.cache is not None and cache is not None:
+            self.cache.stats = CacheStats(*cache)
+        if ended:
+            self._dispatch()
+
+    def _crashed(self, reason: str) -> None:
+        with self._lock:
+            self._ready = False
+            lost = list(self._gens.values())
+            self._gens.clear()
+            calls = list(self._calls.values())
+            self._calls.clear()
+        self._failures += 1
+        self.last_crash = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}: the engine process {reason}"
+        log.error(
+            "the engine process of %s %s; %d running request(s) ended, %d waiting",
+            self._settings["path"], reason, len(lost), len(self._queue),
+        )
+        message = f"The model's engine process {reason}. This request was lost with it; the engine restarts, so a retry will be served."
+        for gen in lost:
+            gen.close(None, EngineUnavailable(message))
+            self.stats.finished += 1
+        for slot in calls:
+            slot[1] = (False, ("EngineUnavailable", message))
+            slot[0].set()
+        self._base = tuple(self._base[i] + self._last[i] for i in range(4))  # type: ignore[assignment]
+        self._last = (0, 0, 0, 0)
+        self.stats.active = 0
+        self._conn.close()
+
+    def _restart(self) -> bool:
+        """Start the process again (after a pause when crashes come in a row); False once it
+        failed `max_failures` times in a row, or when the engine is being closed."""
+        while not self._closing:
+            if self._failures >= self._max_failures:
+                self._give_up(f"its engine process failed {self._failures} times in a row; the last time it {self.last_crash}")
+                return False
+            if self._failures > 1:
+                time.sleep(min(30.0, 0.5 * 2 ** (self._failures - 2)))
+            try:
+                proc, conn, ready = self._spawn()
+            except ModelLoadError as exc:
+                self._failures += 1
+                self.last_crash = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}: restarting failed: {exc.message}"
+                log.error("restarting the engine process failed: %s", exc.message)
+                continue
+            if self._closing:
+                conn.close()
+                proc.kill()
+                return False
+            with self._lock:
+                self._proc, self._conn, self.pid = proc, conn, ready[3]
+                self._ready = True
+            self.restarts += 1
+            log.warning("engine process restarted (%d restarts so far): pid %d", self.restarts, self.pid)
+            self._dispatch()
+            return True
+        return False
+
+    def _give_up(self, why: str) -> None:
+        self.failed = f"The model is unavailable: {why}"
+        log.error("%s: %s", self._settings["path"], self.failed)
+        with self._lock:
+            waiting = list(self._queue)
+            self._queue.clear()
+        for gen, *_ in waiting:
+            gen.close(None, EngineUnavailable(self.failed))
+            self.stats.finished += 1
+
+    def _stop_process(self) -> None:
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+    # -- what the pipeline calls ------------------------------------------------------------
+    def tokenize(self, text: str, *, add_bos: bool = False, special: bool = True) -> list[int]:
+        return self._vocab.tokenize(text, add_bos=add_bos, special=special)
+
+    def token_piece(self, token: int) -> bytes:
+        return self._vocab.token_piece(token)
+
+    def detokenize(self, tokens: Sequence[int]) -> bytes:
+        return self._vocab.detokenize(tokens)
+
+    def grammar_tokenizer(self) -> object:
+        return self._vocab.grammar_tokenizer()
+
+    def tokenize_image(self, image: ImageData) -> list[int | MediaSpan]:
+        """The image's tokens; its encoded input stays in the engine process (the MediaSpan's
+        handle names it there)."""
+        if not self.info.vision:
+            raise errors.InvalidRequest("This model accepts text only.")
+        if self.failed:
+            raise EngineUnavailable(self.failed)
+        slot: list[Any] = [threading.Event(), None]
+        with self._lock:
+            cid = next(self._ids)
+            self._calls[cid] = slot
+        with contextlib.suppress(OSError):  # the reader notices a death and answers the call
+            self._send(("call", cid, "tokenize_image", (image,)))
+        slot[0].wait()
+        ok, value = slot[1]
+        if not ok:
+            raise _error(value)  # type: ignore[misc]
+        return value  # type: ignore[no-any-return]
+
+    def submit(self, prompt: Sequence[int], params: SamplingParams, media: Sequence[MediaSpan] = (), adapter: int = 0) -> Generation:
+        gen = _RemoteGen(asyncio.get_running_loop(), len(prompt), self)
+        self.stats.submitted += 1
+        if self.failed:
+            gen.close(None, EngineUnavailable(self.failed))
+            self.stats.finished += 1
+            return gen
+        with self._lock:
+            gen.rid = next(self._ids)
+            self._queue.append((gen, list(prompt), params, list(media), adapter))
+        self._dispatch()
+        return gen
+
+    def _dispatch(self) -> None:
+        """Send waiting requests while the engine process has room."""
+        while True:
+            with self._lock:
+                if not self._ready or not self._queue or len(self._gens) >= self.slots:
+                    return
+                gen, prompt, params, media, adapter = self._queue.popleft()
+                self._gens[gen.rid] = gen
+            try:
+                self._send(("submit", gen.rid, prompt, params, media, adapter))
+            except OSError:
+                return  # the reader notices the death and ends it
+
+    def _cancel(self, gen: _RemoteGen) -> None:
+        with self._lock:
+            running = gen.rid in self._gens
+            waiting = [q for q in self._queue if q[0] is gen]
+            for q in waiting:
+                self._queue.remove(q)
+        if waiting:
+            gen.close("stop")
+            self.stats.finished += 1
+        elif running:
+            with contextlib.suppress(OSError):
+                self._send(("cancel", gen.rid))
+
+    def fault(self, kind: str) -> None:
+        """Test-only (the server's TOOLSERVE_TEST_FAULTS): make the engine process fault after its next step."""
+        try:
+            self._send(("fault", kind))
+        except OSError:
+            raise EngineUnavailable("The engine process is restarting.") from None
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "process": "separate",
+            "pid": self.pid,
+            "restarts": self.restarts,
+            "last_crash": self.last_crash,
+            "failed": self.failed,
+        }
+
+    def close(self) -> None:
+        self._closing = True
+        if self.embedder is not None:
+            self.embedder.close()
+            self.embedder = None
+        with self._lock:
+            waiting = list(self._queue)
+            self._queue.clear()
+        for gen, *_ in waiting:
+            gen.close("stop")
+        with contextlib.suppress(OSError):
+            self._send(("close",))
+        self._reader.join(timeout=60)
+        if self._proc.poll() is None:
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._stop_process()
+        self._conn.close()
+        self._vocab.close()
