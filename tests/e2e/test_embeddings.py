@@ -379,3 +379,16 @@ def test_a_lone_surrogate_in_a_key_is_a_400_naming_it_escaped(server: Server, pa
     assert r.status_code == 400, r.text
     err = r.json()["error"]
     assert err["code"] == "invalid_unicode" and err["param"] == param and param in err["message"]
+
+
+def test_without_an_engine_process_the_embedder_shares_the_engines_weights(server: Server, smollm_id: str) -> None:
+    """--no-engine-process: the embedding context sits on the generation engine's own loaded
+    model; its vectors are those of the default setup (the file loaded again in the server)."""
+    srv = Server(["--embeddings", "--no-engine-process", "--ctx-size", "1024", "--parallel", "1"])
+    try:
+        shared = vectors(srv, TEXTS[:3], model=smollm_id)
+        assert np.abs(shared - vectors(server, TEXTS[:3], model=smollm_id)).max() < CLOSE
+        r = httpx.post(f"{srv.url}/v1/chat/completions", json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "temperature": 0}, timeout=120)
+        assert r.status_code == 200
+    finally:
+        srv.stop()
