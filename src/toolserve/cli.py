@@ -39,6 +39,7 @@ from toolserve.serving.pipeline import SAMPLING_DEFAULTS, Finish, Limits, Pipeli
 from toolserve.types import Message, SamplingParams
 
 if TYPE_CHECKING:
+    from toolserve.serving.embeddings import EmbeddingModel
     from toolserve.serving.registry import ModelRegistry, UpstreamModel
 
 
@@ -89,6 +90,7 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--flash-attn", default=env_default("flash_attn", d.flash_attn), choices=["auto", "on", "off"], help="flash attention (default: auto, llama.cpp's choice; a quantised V cache needs it on)")
     _placement_flags(p, d)
     p.add_argument("--no-repack", action="store_true", default=env_default("no_repack", d.no_repack), help="never repack weights into llama.cpp's extra buffer types (default: repack unless a check on this host finds it faults)")
+    p.add_argument("--embeddings", action="store_true", default=env_default("embeddings", d.embeddings), help="also serve POST /v1/embeddings from this model (a llama context of its own; beside an engine process, on the file loaded again in the server)")
     p.add_argument("--engine-process", action=argparse.BooleanOptionalAction, default=env_default("engine_process", d.engine_process), help="run the model in an engine process of its own, restarted when it dies or hangs (default: on; --no-engine-process runs it in a thread of the server)")
     p.add_argument("--engine-timeout", type=float, default=env_default("engine_timeout", d.engine_timeout), help="seconds an engine process may go without a step while requests run before it is killed and restarted")
     p.add_argument("--lora", metavar="PATH[:SCALE]", action="append", type=_checked(lambda text: parse_lora(str(text), "--lora")), default=[], help="apply a LoRA adapter GGUF to the model (scale default 1); repeatable")
@@ -143,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
     _upstream_flags(serve)
     serve.add_argument("--log-prompts", action="store_true", default=env_default("log_prompts", False), help="log each rendered prompt (off: logs never hold prompt text)")
     serve.add_argument("--no-web", action="store_true", default=env_default("no_web", False), help="do not serve the chat page at /")
+    serve.add_argument("--embedding-model", metavar="PATH", action="append", default=[m for m in [env_default("embedding_model", None)] if m], help="an embedding GGUF (BERT-like, pooling in its header) served for /v1/embeddings only, as the id of its file stem; repeatable")
     serve.add_argument("--max-body-mb", type=int, default=env_default("max_body_mb", ServerConfig.max_body_mb), help="largest request body accepted")
     chat = sub.add_parser("chat", help="chat with the model in the terminal")
     _model_flags(chat)
@@ -195,7 +198,12 @@ def _serve(args: argparse.Namespace) -> int:
             max_pixels=args.max_image_pixels,
         ),
     )
+    from toolserve.modelfile import check_gguf
+
+    for path in args.embedding_model:  # a wrong path fails before the chat model loads
+        check_gguf(path)
     registry = _models(args, limits)
+    embedders = _embedding_models(args, registry.ids())
     guard = GuardSettings(
         api_key=args.api_key or None,
         max_body_bytes=args.max_body_mb * 1024 * 1024,
@@ -203,7 +211,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     origins = [o.strip() for o in (args.cors_origins or "").split(",") if o.strip()]
     faults = os.environ.get("TOOLSERVE_TEST_FAULTS") == "1"  # test-only: POST /debug/engine-fault
-    app = create_app(registry, guard, origins, log_prompts=args.log_prompts, web=not args.no_web, test_faults=faults)
+    app = create_app(registry, guard, origins, log_prompts=args.log_prompts, web=not args.no_web, embedding_models=embedders, test_faults=faults)
     grace = args.shutdown_grace
     # uvicorn waits for open connections up to its own timeout; ours aborts generations first,
     # so every stream still gets a final error event before the connection closes
@@ -217,7 +225,7 @@ def _serve(args: argparse.Namespace) -> int:
             # uvicorn re-raises the signal after a graceful stop; a finished drain exits 0
             getattr(self, "_captured_signals", []).clear()
 
-    names = ", ".join(registry.ids()) or "the upstream's model"
+    names = ", ".join([*registry.ids(), *(m.id for m in embedders)]) or "the upstream's model"
     root = f"http://{f'[{args.host}]' if ':' in args.host else args.host}:{args.port}"
     print(f"toolserve: serving {names} on {root}/v1", file=sys.stderr, flush=True)
     if not args.no_web:
@@ -226,7 +234,34 @@ def _serve(args: argparse.Namespace) -> int:
         Server(config).run(sockets=[sock])
     finally:
         registry.close()
+        for m in embedders:
+            m.embedder.close()
     return 0
+
+
+def _embedding_models(args: argparse.Namespace, taken: list[str]) -> list[EmbeddingModel]:
+    """--embedding-model PATH: each loaded now, its id the file's stem."""
+    from toolserve.engine.embed import Embedder
+    from toolserve.engine.repack import decide_repack
+    from toolserve.errors import ModelLoadError
+    from toolserve.modelfile import bundled_model, check_gguf
+    from toolserve.serving.embeddings import EmbeddingModel
+
+    out: list[EmbeddingModel] = []
+    if not args.embedding_model:
+        return out
+    try:  # the host check evaluates the bundled model, as for generation models (serving/loader.py)
+        probe = str(bundled_model())
+    except ModelLoadError:
+        probe = str(check_gguf(args.embedding_model[0]))
+    repack = decide_repack(args.no_repack, probe)
+    for path in args.embedding_model:
+        file = check_gguf(path)
+        model_id = file.stem
+        if model_id in taken or any(m.id == model_id for m in out):
+            raise ToolserveError(f"--embedding-model {path}: the id '{model_id}' is already served; rename the file")
+        out.append(EmbeddingModel(model_id, Embedder.load(str(file), n_ctx=args.ctx_size, n_threads=args.threads, repack=repack)))
+    return out
 
 
 def _upstream_model(cfg: UpstreamConfig, alias: str | None, limits: Limits) -> UpstreamModel:

@@ -33,6 +33,7 @@ class ModelConfig:
     mmproj: str | None = None  # multimodal projector GGUF; None: one named *mmproj*.gguf beside the model, if any
     no_repack: bool = False  # never let llama.cpp repack weights (else: as the host check says)
     flash_attn: str = "auto"  # on | off | auto (llama.cpp's choice: on where the backend has it)
+    embeddings: bool = False  # also serve /v1/embeddings from this model (a second llama context on its weights)
     gpu_layers: str = "auto"  # layers on the GPU: a number, all, or auto (all that fit; 0 without a GPU backend)
     main_gpu: int = 0  # the GPU of the whole model with split_mode none
     split_mode: str = "layer"  # none | layer | row: how a model spreads over several GPUs
@@ -143,7 +144,7 @@ _LOCAL_KEYS = {
     "id", "model", "ctx_size", "threads", "parallel", "chat_template", "tool_format", "cache_ram",
     "cache_type_k", "cache_type_v", "keep_alive", "preload", "mmproj", "no_repack", "flash_attn",
     "gpu_layers", "main_gpu", "split_mode", "tensor_split", "no_kv_offload", "lora", "lora_models",
-    "engine_process", "engine_timeout",
+    "engine_process", "engine_timeout", "embeddings",
 }
 _UPSTREAM_KEYS = {
     "id", "url", "api_key", "api_key_env", "upstream_model", "mode", "guided", "timeout", "verify_tls",
@@ -242,7 +243,7 @@ def _local_entry(where: str, d: dict[str, Any], base: Path, defaults: ModelConfi
         strs["lora_models"] = tuple(LoraModel(str(k), _lora_item(f"{where}.lora_models.{k}", v, base)) for k, v in named.items())
     if "engine_timeout" in d:
         strs["engine_timeout"] = float(_typed(where, "engine_timeout", d["engine_timeout"], (int, float), "seconds"))
-    for k in ("no_repack", "no_kv_offload", "engine_process"):
+    for k in ("no_repack", "no_kv_offload", "engine_process", "embeddings"):
         if k in d:
             strs[k] = bool(_typed(where, k, d[k], (bool,), "true or false"))
     for k, parse in _PLACEMENT.items():

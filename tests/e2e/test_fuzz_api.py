@@ -64,7 +64,9 @@ def surrogate_places(value: object, path: str = "") -> set[str]:
     if isinstance(value, dict):
         for k, v in value.items():
             inner = f"{path}.{k}" if path else k
-            out |= {inner} if surrogate_places(k) else surrogate_places(v, inner)
+            # a key's surrogate comes back spelled as its escape (the error must be valid UTF-8)
+            escaped = "".join(f"\\u{ord(c):04x}" if 0xD800 <= ord(c) <= 0xDFFF else c for c in inner)
+            out |= {escaped} if surrogate_places(k) else surrogate_places(v, inner)
     elif isinstance(value, list):
         for i, v in enumerate(value):
             out |= surrogate_places(v, f"{path}[{i}]")

@@ -35,6 +35,7 @@ models:
     preload: true
     mmproj: weights/other-mmproj.gguf
     no_repack: true
+    embeddings: true
   - id: big
     url: https://gpu-box:8000/v1
     api_key_env: VLLM_KEY
@@ -57,6 +58,7 @@ models:
     assert other.keep_alive is None and other.preload
     assert other.local.mmproj == str(tmp_path / "weights/other-mmproj.gguf")
     assert other.local.no_repack and not small.local.no_repack
+    assert other.local.embeddings and not small.local.embeddings
     assert load_models_config(path, ModelConfig(no_repack=True)).models[0].local.no_repack  # type: ignore[union-attr]  # the flag as default
     up = big.upstream
     assert up is not None and big.local is None
@@ -78,6 +80,7 @@ models:
         ("models:\n  - id: a\n    ctx_size: big", "models[0].ctx_size: expected an integer"),
         ("models:\n  - id: a\n    cache_type_k: q3", "cache_type_k"),
         ("models:\n  - id: a\n    no_repack: yes please", "models[0].no_repack: expected true or false"),
+        ("models:\n  - id: a\n    embeddings: 1", "models[0].embeddings: expected true or false"),
         ("models:\n  - id: a\n    lora: x.gguf", "models[0].lora: expected a list of adapter paths"),
         ("models:\n  - id: a\n    lora: [{path: x.gguf, scale: big}]", "models[0].lora[0].scale: expected a number"),
         ("models:\n  - id: a\n    lora: [{file: x.gguf}]", "models[0].lora[0]: expected PATH[:SCALE] or {path: ..., scale: ...}"),

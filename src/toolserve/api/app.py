@@ -9,12 +9,13 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from toolserve import __version__
-from toolserve.api import anthropic, chat, completions, metrics, misc, responses
+from toolserve.api import anthropic, chat, completions, embeddings, metrics, misc, responses
 from toolserve.api.errors import install_error_handlers
 from toolserve.api.guard import Guard, GuardSettings
 from toolserve.api.metrics import Metrics
 from toolserve.api.responses_store import ResponseStore
 from toolserve.api.web import web_router
+from toolserve.serving.embeddings import EmbeddingModel
 from toolserve.serving.pipeline import Pipeline
 from toolserve.serving.registry import ModelRegistry
 
@@ -28,11 +29,13 @@ def create_app(
     *,
     log_prompts: bool = False,
     web: bool = True,
+    embedding_models: Sequence[EmbeddingModel] = (),
     test_faults: bool = False,
 ) -> FastAPI:
     """Build the HTTP app around a loaded pipeline, or a registry of models (no globals: tests
     pass their own). The registry's background work (upstream health, idle unloading) runs
-    for the app's lifetime. `web`: the chat page at / (api/web.py). `test_faults`: the test-only
+    for the app's lifetime. `web`: the chat page at / (api/web.py). `embedding_models`: models
+    served for /v1/embeddings only (--embedding-model). `test_faults`: the test-only
     POST /debug/engine-fault (the environment's TOOLSERVE_TEST_FAULTS=1)."""
     registry = models if isinstance(models, ModelRegistry) else ModelRegistry.single(models)
 
@@ -48,9 +51,10 @@ def create_app(
     app.state.registry = registry
     app.state.metrics = Metrics(registry)
     app.state.responses = ResponseStore()
+    app.state.embedding_models = {m.id: m for m in embedding_models}
     app.state.log_prompts = log_prompts  # off by default: logs never hold prompt text unless asked
     install_error_handlers(app)
-    for module in (chat, completions, responses, anthropic, misc, metrics):
+    for module in (chat, completions, responses, anthropic, embeddings, misc, metrics):
         app.include_router(module.router)
     if web:
         app.include_router(web_router())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
@@ -14,6 +14,7 @@ from toolserve.api.deps import RegistryDep
 from toolserve.api.schemas import ChatCompletionRequest, DetokenizeRequest, TokenizeRequest
 from toolserve.errors import InvalidRequest, Unsupported
 from toolserve.modelfile import BUNDLED_FILE
+from toolserve.serving.embeddings import describe
 from toolserve.serving.pipeline import Pipeline
 from toolserve.serving.registry import Entry, LocalModel, ModelRegistry
 
@@ -22,7 +23,7 @@ router = APIRouter()
 
 def model_card(pipe: Any) -> dict[str, Any]:
     info = pipe.engine.info
-    return {
+    out: dict[str, Any] = {
         "id": pipe.model_id,
         "object": "model",
         "created": pipe.created,
@@ -45,6 +46,10 @@ def model_card(pipe: Any) -> dict[str, Any]:
             "placement": placement(pipe),
         },
     }
+    embedder = getattr(pipe.engine, "embedder", None)
+    if embedder is not None and not getattr(pipe, "adapters", ()):  # --embeddings: /v1/embeddings takes this model too
+        out["toolserve"]["embeddings"] = describe(embedder)
+    return out
 
 
 def placement(pipe: Any) -> dict[str, Any] | None:
@@ -79,8 +84,10 @@ def card(entry: Entry) -> dict[str, Any]:
 
 
 @router.get("/v1/models")
-async def list_models(registry: RegistryDep) -> dict[str, Any]:
-    return {"object": "list", "data": [card(e) for e in registry.entries if e.model_id is not None]}
+async def list_models(registry: RegistryDep, request: Request) -> dict[str, Any]:
+    served = [card(e) for e in registry.entries if e.model_id is not None]
+    embedding_only = [m.card() for m in getattr(request.app.state, "embedding_models", {}).values()]
+    return {"object": "list", "data": served + embedding_only}
 
 
 @router.post("/v1/models/{model_id:path}/unload")

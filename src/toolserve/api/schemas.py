@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 from pydantic_core import PydanticCustomError
 
 SURROGATE_ERROR = "unpaired_surrogate"
@@ -26,7 +26,8 @@ def surrogate_path(value: Any, path: str = "") -> str | None:
         for k, v in value.items():
             inner = f"{path}.{k}" if path else str(k)
             if surrogate_path(k, inner) is not None:
-                return inner
+                # the place itself must be valid Unicode to be sent back: the surrogate spelled as its escape
+                return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", inner)
             found = surrogate_path(v, inner)
             if found is not None:
                 return found
@@ -206,3 +207,13 @@ class TokenizeRequest(_Request):
 class DetokenizeRequest(_Request):
     model: str | None = None
     tokens: list[Annotated[int, Field(ge=0)]]
+
+
+class EmbeddingRequest(_Request):
+    """POST /v1/embeddings: text, texts, token ids or lists of token ids."""
+
+    model: str | None = None
+    input: str | list[str] | list[StrictInt] | list[list[StrictInt]]
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: Annotated[int, Field(ge=1)] | None = None
+    user: str | None = None

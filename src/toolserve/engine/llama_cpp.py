@@ -305,6 +305,7 @@ class LlamaCppEngine:
         if self._sets[0]:
             self._apply(0)
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self.embedder: Any = None  # engine/embed.py's context on these weights (--embeddings), closed before them
         self.on_step: Any = None  # called by the worker thread after each step (an engine process sends its events)
         self._worker = threading.Thread(target=self._run, name="toolserve-engine", daemon=True)
         self._worker.start()
@@ -466,6 +467,9 @@ class LlamaCppEngine:
 
             mtmd_cpp.mtmd_free(self._mtmd)
             self._mtmd = None
+        if self.embedder is not None:
+            self.embedder.close()
+            self.embedder = None
         for adapter in self._adapters:
             llama_cpp.llama_adapter_lora_free(adapter)
         self._adapters = []

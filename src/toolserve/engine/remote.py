@@ -111,6 +111,7 @@ class RemoteEngine:
         self._failures = 0  # crashes since a request last finished
         self._rss: float | None = None
         self.failed: str | None = None  # why the engine gave up (then every request gets it)
+        self.embedder: Any = None  # --embeddings: engine/embed.py's context, in this (the server's) process
         self.restarts = 0
         self.last_crash: str | None = None
         self.stats = EngineStats()
@@ -408,6 +409,9 @@ class RemoteEngine:
 
     def close(self) -> None:
         self._closing = True
+        if self.embedder is not None:
+            self.embedder.close()
+            self.embedder = None
         with self._lock:
             waiting = list(self._queue)
             self._queue.clear()

@@ -31,6 +31,26 @@ def _probe_model(path: Path) -> Path:
         return path
 
 
+def attach_embedder(engine: Engine, *, n_ctx: int, n_threads: int, repack: bool) -> None:
+    """--embeddings: an embedding context on the generation engine's weights. In the server's
+    process (--no-engine-process) it shares the loaded `llama_model`; beside an engine process
+    the server loads the file too (memory-mapped: the file's pages are shared with the engine
+    process, not weights that repacking copied) and embeds in its own process."""
+    from toolserve.engine.embed import Embedder, beside
+
+    try:
+        if isinstance(engine, LlamaCppEngine):
+            embedder = beside(engine._llm, n_ctx=n_ctx, n_threads=n_threads)
+        else:
+            embedder = Embedder.load(engine.info.path, n_ctx=n_ctx, n_threads=n_threads, repack=repack)
+    except ModelLoadError:
+        engine.close()
+        raise
+    engine.embedder = embedder  # type: ignore[attr-defined]  # closed by the engine's close()
+    e = embedder
+    log.info("embeddings: %d dimensions, %s pooling, inputs up to %d tokens", e.dimensions, e.pooling, e.n_ctx)
+
+
 def check_adapter(spec: LoraSpec, arch: str) -> None:
     """Refuse, naming the file and the reason, an adapter llama.cpp could not apply to a model
     of architecture `arch` (llama.cpp itself still checks the tensor shapes)."""
@@ -111,6 +131,8 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
         engine = RemoteEngine(settings, hang_timeout=cfg.engine_timeout)
     else:
         engine = LlamaCppEngine(**settings)  # type: ignore[arg-type]
+    if cfg.embeddings:
+        attach_embedder(engine, n_ctx=cfg.ctx_size, n_threads=threads, repack=repack)
     info = engine.info
     source, label = choose_template(info.chat_template, info.architecture, override)
     template = ChatTemplate(source, bos_token=info.bos_token, eos_token=info.eos_token, label=label)

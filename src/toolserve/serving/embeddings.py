@@ -1,0 +1,98 @@
+"""What POST /v1/embeddings asks of a model: inputs checked and tokenized, vectors pooled by the
+engine, normalised and cut to `dimensions`; which model embeds what."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from toolserve.engine.embed import Embedder, l2_normalise
+from toolserve.errors import InvalidRequest
+
+MAX_INPUTS = 2048  # OpenAI's limit on inputs per request
+
+
+@dataclass(eq=False)
+class EmbeddingModel:
+    """A model served for embeddings only (`--embedding-model`): no chat, no completions."""
+
+    id: str
+    embedder: Embedder
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def card(self) -> dict[str, object]:
+        e = self.embedder
+        return {
+            "id": self.id,
+            "object": "model",
+            "created": self.created,
+            "owned_by": "toolserve",
+            "max_model_len": e.n_ctx,
+            "toolserve": {"backend": "local", "kind": "embedding", **describe(e)},
+        }
+
+
+def describe(e: Embedder) -> dict[str, object]:
+    """The facts about an embedder that /v1/models shows."""
+    return {"path": e.path, "embedding_dimensions": e.dimensions, "pooling": e.pooling, "n_ctx": e.n_ctx}
+
+
+def token_lists(e: Embedder, data: str | Sequence[str] | Sequence[int] | Sequence[Sequence[int]]) -> list[list[int]]:
+    """The request's `input` as one token list per input, each checked: not empty, ids in the
+    vocabulary, no longer than the model takes (OpenAI's 400, never a silent cut)."""
+    items: list[Any]
+    if isinstance(data, str):
+        items = [data]
+    elif data and all(isinstance(x, int) for x in data):
+        items = [list(data)]
+    else:
+        items = list(data)
+    if not items:
+        raise InvalidRequest("'input' is empty: give a string, a list of strings, or token ids.", param="input")
+    if len(items) > MAX_INPUTS:
+        raise InvalidRequest(f"'input' holds {len(items)} items; at most {MAX_INPUTS} are accepted in one request.", param="input")
+    single = isinstance(data, str) or isinstance(data[0], int)  # one text, or one list of token ids
+    out: list[list[int]] = []
+    for i, item in enumerate(items):
+        where = "input" if single else f"input[{i}]"
+        if isinstance(item, str):
+            if not item:
+                raise InvalidRequest(f"'{where}' is an empty string; there is nothing to embed.", param=where)
+            tokens = e.tokenize(item)
+            if not tokens:  # a text the tokenizer drops entirely, in a model that adds no special tokens
+                raise InvalidRequest(f"'{where}' gives no tokens for this model; there is nothing to embed.", param=where)
+        else:
+            tokens = list(item)
+            if not tokens:
+                raise InvalidRequest(f"'{where}' is an empty list of tokens; there is nothing to embed.", param=where)
+            bad = next((t for t in tokens if not 0 <= t < e.n_vocab), None)
+            if bad is not None:
+                raise InvalidRequest(f"'{where}' holds token {bad}, outside the vocabulary (0..{e.n_vocab - 1}).", param=where)
+        if len(tokens) > e.n_ctx:
+            # OpenAI's words for an input over the limit (type invalid_request_error, param and code null)
+            raise InvalidRequest(
+                f"This model's maximum context length is {e.n_ctx} tokens, however you requested {len(tokens)} tokens "
+                f"({len(tokens)} in your prompt; 0 for the completion). Please reduce your prompt; or completion length."
+            )
+        out.append(tokens)
+    return out
+
+
+def check_dimensions(e: Embedder, dimensions: int | None) -> None:
+    """`dimensions` other than the model's own is refused: a GGUF does not say whether its
+    model was trained to be cut (Matryoshka), and a cut vector of one that was not is poor."""
+    if dimensions is not None and dimensions != e.dimensions:
+        raise InvalidRequest(
+            f"This model does not support specifying dimensions: its embeddings have {e.dimensions} dimensions "
+            f"(send dimensions={e.dimensions} or leave it out).",
+            param="dimensions",
+        )
+
+
+async def embed(e: Embedder, tokens: list[list[int]]) -> np.ndarray:
+    """One L2-normalised float32 vector per token list, batched by the engine."""
+    return l2_normalise(await e.embed(tokens))
