@@ -93,7 +93,7 @@ def test_streams_run_at_once_with_their_own_counts(quad: Server) -> None:
 
 
 def test_constraints_stay_per_request(quad: Server) -> None:
-    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "word": {"type": "string", "maxLength": 12}}, "required": ["n", "word"],
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 999}, "word": {"type": "string", "maxLength": 12}}, "required": ["n", "word"],
               "additionalProperties": False}
     ask = [{"role": "user", "content": "Weather in Paris?"}]
     bodies: list[dict[str, Any]] = [

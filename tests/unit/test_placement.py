@@ -189,7 +189,8 @@ FAKE_GPUS = [pl.Device(0, "CUDA0", "Fake GPU A", "gpu", 8 * GiB, 16 * GiB), pl.D
 
 @pytest.fixture()
 def spy(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
-    """llama.cpp's model and context loaders, recording the parameters they are called with;
+    """llama.cpp's model and context loaders, recording the parameters they are called with (the
+    loads below keep the engine in this process, engine_process=False, so the spy sees them);
     the placement module sees two fake GPUs (llama.cpp itself, a CPU build, sees none)."""
     import llama_cpp.llama_cpp as lib
 
@@ -232,7 +233,7 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 def test_settings_reach_llama_params(spy: dict[str, Any], settings: dict[str, Any], model: dict[str, Any], offload_kqv: bool) -> None:
     from toolserve.serving.loader import load_pipeline
 
-    pipe = load_pipeline(ModelConfig(ctx_size=256, parallel=1, no_repack=True, flash_attn="off", **settings))
+    pipe = load_pipeline(ModelConfig(ctx_size=256, parallel=1, no_repack=True, engine_process=False, flash_attn="off", **settings))
     try:
         assert spy["model"] == model
         assert spy["context"]["offload_kqv"] is offload_kqv
@@ -258,7 +259,7 @@ def test_too_many_layers_refused_naming_the_memory(spy: dict[str, Any], monkeypa
     small = [pl.Device(0, "CUDA0", "Fake GPU", "gpu", 20 * 1024 * 1024, 16 * GiB)]  # 20 MiB free
     monkeypatch.setattr(pl, "devices", lambda: small)
     with pytest.raises(ModelLoadError, match=r"--gpu-layers all: 31 layers need about \d+ MiB on CUDA0 \(Fake GPU\), which has 20 MiB free; 0 fit there"):
-        load_pipeline(ModelConfig(ctx_size=256, parallel=1, no_repack=True, gpu_layers="all"))
+        load_pipeline(ModelConfig(ctx_size=256, parallel=1, no_repack=True, engine_process=False, gpu_layers="all"))
     assert "model" not in spy  # refused before llama.cpp was asked
 
 
@@ -268,7 +269,7 @@ def test_auto_places_what_fits(spy: dict[str, Any], monkeypatch: pytest.MonkeyPa
     # room for the output layer and some blocks, not all, beside the 1 GiB margin
     small = [pl.Device(0, "CUDA0", "Fake GPU", "gpu", GiB + 180 * 1024 * 1024, 16 * GiB)]
     monkeypatch.setattr(pl, "devices", lambda: small)
-    pipe = load_pipeline(ModelConfig(ctx_size=256, parallel=1, no_repack=True))
+    pipe = load_pipeline(ModelConfig(ctx_size=256, parallel=1, no_repack=True, engine_process=False))
     try:
         n = spy["model"]["n_gpu_layers"]
         assert 0 < n < 31
@@ -283,4 +284,4 @@ def test_main_gpu_out_of_range(spy: dict[str, Any]) -> None:
     from toolserve.serving.loader import load_pipeline
 
     with pytest.raises(ModelLoadError, match=r"--main-gpu 2: there is no such GPU \(found 0: CUDA0 \(Fake GPU A\), 1: CUDA1"):
-        load_pipeline(ModelConfig(ctx_size=256, parallel=1, no_repack=True, split_mode="none", main_gpu=2))
+        load_pipeline(ModelConfig(ctx_size=256, parallel=1, no_repack=True, engine_process=False, split_mode="none", main_gpu=2))
