@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import llama_cpp
 import numpy as np
 
+from toolserve.engine.vocab import VocabView
 from toolserve.errors import EngineFailure, ModelLoadError
 
 log = logging.getLogger(__name__)
@@ -80,8 +81,8 @@ class Embedder:
         self._model = model
         self._owns_model = owns_model
         self.path = path
-        self._vocab = llama_cpp.llama_model_get_vocab(model)
-        self.n_vocab = llama_cpp.llama_vocab_n_tokens(self._vocab)
+        self.vocab = VocabView(llama_cpp.llama_model_get_vocab(model))
+        self.n_vocab = self.vocab.n_vocab
         self.dimensions = llama_cpp.llama_model_n_embd(model)
         train = llama_cpp.llama_model_n_ctx_train(model)
         self.n_ctx = min(n_ctx, train) if train > 0 else n_ctx  # longest input, in tokens
@@ -138,14 +139,7 @@ class Embedder:
     # -- vocabulary -------------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:
         """The input's tokens with the model's own special tokens around it (BERT: [CLS] .. [SEP])."""
-        raw = text.encode("utf-8")
-        size = len(raw) + 8
-        while True:
-            buf = (llama_cpp.llama_token * size)()
-            n = llama_cpp.llama_tokenize(self._vocab, raw, len(raw), buf, size, True, False)
-            if n >= 0:
-                return list(buf[:n])
-            size = -n
+        return self.vocab.tokenize(text, add_bos=True, special=False)
 
     # -- requests ---------------------------------------------------------------------------------
     async def embed(self, inputs: Sequence[Sequence[int]]) -> np.ndarray:

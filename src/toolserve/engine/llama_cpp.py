@@ -39,6 +39,7 @@ from toolserve.engine.slots import (
     position,
     snapshot_media,
 )
+from toolserve.engine.vocab import VocabView
 from toolserve.errors import EngineFailure, InvalidRequest, ModelLoadError
 from toolserve.types import ImageData, SamplingParams, TokenConstraint, TokenEvent, TokenLogprob
 
@@ -252,9 +253,9 @@ class LlamaCppEngine:
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelLoadError(f"cannot load model {path}: {exc}{placement.shortfall(devs_before, gpu_layers)}") from exc
         model = self._llm._model
+        self.vocab = VocabView(model.vocab)
         self._vocab = model.vocab
-        self._n_vocab = model.n_vocab()
-        self._pieces: dict[int, bytes] = {}  # token id -> text bytes, special tokens included
+        self._n_vocab = self.vocab.n_vocab
         meta = self._llm.metadata
         self._n_batch = n_batch
         self._mtmd: object | None = None
@@ -312,18 +313,13 @@ class LlamaCppEngine:
 
     # -- vocabulary (read-only, safe from any thread) ----------------------------------------
     def tokenize(self, text: str, *, add_bos: bool = False, special: bool = True) -> list[int]:
-        return self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=special)
+        return self.vocab.tokenize(text, add_bos=add_bos, special=special)
 
     def token_piece(self, token: int) -> bytes:
-        piece = self._pieces.get(token)
-        if piece is None:
-            buf = ctypes.create_string_buffer(256)
-            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, True)
-            piece = self._pieces[token] = buf.raw[: max(n, 0)]
-        return piece
+        return self.vocab.token_piece(token)
 
     def detokenize(self, tokens: Sequence[int]) -> bytes:
-        return b"".join(self.token_piece(t) for t in tokens)
+        return self.vocab.detokenize(tokens)
 
     # -- LoRA adapters ---------------------------------------------------------------------------
     def _load_adapters(self, sets: Sequence[Sequence[Lora]]) -> None:
@@ -436,13 +432,7 @@ class LlamaCppEngine:
 
     def grammar_tokenizer(self) -> object:
         """llguidance's view of this vocabulary (for constrain/), with every end-of-generation token."""
-        from llguidance.llamacpp import lltokenizer_from_vocab
-
-        eog = [t for t in range(self._n_vocab) if llama_cpp.llama_vocab_is_eog(self._vocab, t)]
-        try:
-            return lltokenizer_from_vocab(self._vocab, eos_token=eog or None)
-        except (ValueError, RuntimeError) as exc:
-            raise EngineFailure(f"cannot read this model's vocabulary for constrained decoding: {exc}") from exc
+        return self.vocab.grammar_tokenizer()
 
     # -- generation ---------------------------------------------------------------------------
     def submit(self, prompt: Sequence[int], params: SamplingParams, media: Sequence[MediaSpan] = (), adapter: int = 0) -> Generation:
