@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,8 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from tests.conftest import Server, free_port
+from tests.conftest import Server
+from tests.stub_http import StubHttp
 
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Current weather for a city.",
@@ -45,33 +45,19 @@ M3_TEMPLATE = (
 )
 
 
-class CannedUpstream:
-    """A real HTTP server (asyncio, on its own thread) whose /v1/completions streams `text` back
-    in pieces of `piece` characters, as an OpenAI-compatible server continues a prompt."""
+class CannedUpstream(StubHttp):
+    """A real HTTP server whose /v1/completions streams `text` back in pieces of `piece`
+    characters, as an OpenAI-compatible server continues a prompt."""
 
     def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         self.text = ""
         self.piece = 3
         self.prompts: list[str] = []
-        self.loop = asyncio.new_event_loop()
-        ready = threading.Event()
+        super().__init__()
 
-        def run() -> None:
-            asyncio.set_event_loop(self.loop)
-            self.server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", self.port))
-            ready.set()
-            self.loop.run_forever()
-
-        threading.Thread(target=run, daemon=True).start()
-        assert ready.wait(10)
-
-    @staticmethod
-    def _json(body: Any) -> bytes:
-        data = json.dumps(body).encode()
-        head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {len(data)}\r\nConnection: close\r\n\r\n"
-        return head.encode() + data
+    @classmethod
+    def _json(cls, body: Any) -> bytes:
+        return cls.reply("200 OK", json.dumps(body).encode())
 
     def _stream(self) -> bytes:
         out = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
@@ -83,35 +69,14 @@ class CannedUpstream:
             out += b"data: " + json.dumps(chunk).encode() + b"\n\n"
         return out + b"data: [DONE]\n\n"
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-            method, path, _ = head[0].split(" ")
-            length = next((int(h.split(":", 1)[1]) for h in head[1:] if h.lower().startswith("content-length:")), 0)
-            body = json.loads(await reader.readexactly(length)) if length else {}
-            if method == "GET" and path == "/health":
-                writer.write(self._json({}))
-            elif method == "GET" and path == "/v1/models":
-                writer.write(self._json({"object": "list", "data": [{"id": "canned", "object": "model"}]}))
-            else:
-                self.prompts.append(str(body.get("prompt")))
-                writer.write(self._stream())
-            await writer.drain()
-        except (OSError, asyncio.IncompleteReadError, ValueError):
-            pass
-        finally:
-            writer.close()
-
-    def stop(self) -> None:
-        async def shutdown() -> None:
-            self.server.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
+    async def respond(self, method: str, path: str, body: Any, writer: asyncio.StreamWriter) -> None:
+        if method == "GET" and path == "/health":
+            writer.write(self._json({}))
+        elif method == "GET" and path == "/v1/models":
+            writer.write(self._json({"object": "list", "data": [{"id": "canned", "object": "model"}]}))
+        else:
+            self.prompts.append(str(body.get("prompt")))
+            writer.write(self._stream())
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import json
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,6 +21,7 @@ from openai import OpenAI
 from tests.conftest import Server, ServerProcess, free_port
 from tests.e2e.test_load import NO_EOS, wait_idle
 from tests.e2e.test_tools import SCHEMAS, WEATHER, assert_valid_calls, both
+from tests.stub_http import StubHttp
 from toolserve.engine.repack import check_repack
 from toolserve.modelfile import bundled_model
 
@@ -79,31 +79,14 @@ class LlamaCppServer(ServerProcess):
         super().__init__(cmd, port, ready_path="/v1/models")
 
 
-class Misbehaving:
-    """A real HTTP server (asyncio streams, on its own thread) that fails the way upstreams do.
-    GET /health and /v1/models answer; POST answers per `mode`: 'error' a 500 with an OpenAI
-    error body, 'stall' the headers and one SSE chunk, then nothing."""
+class Misbehaving(StubHttp):
+    """A real HTTP server that fails the way upstreams do. GET /health and /v1/models answer;
+    POST answers per `mode`: 'error' a 500 with an OpenAI error body, 'stall' the headers and one
+    SSE chunk, then nothing."""
 
     def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
         self.mode = "error"
-        self.loop = asyncio.new_event_loop()
-        ready = threading.Event()
-
-        def run() -> None:
-            asyncio.set_event_loop(self.loop)
-            self.server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", self.port))
-            ready.set()
-            self.loop.run_forever()
-
-        threading.Thread(target=run, daemon=True).start()
-        assert ready.wait(10)
-
-    @staticmethod
-    def _reply(status: str, body: bytes, kind: str = "application/json") -> bytes:
-        head = f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-        return head.encode() + body
+        super().__init__()
 
     @classmethod
     def _surrogate_answer(cls, stream: bool) -> bytes:
@@ -111,51 +94,30 @@ class Misbehaving:
         if not stream:
             message = {"role": "assistant", "content": "Hel\ud800lo"}
             whole = {**head, "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
-            return cls._reply("200 OK", json.dumps(whole).encode())
+            return cls.reply("200 OK", json.dumps(whole).encode())
         out = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
         for delta, finish in (({"role": "assistant", "content": "Hel\ud800"}, None), ({"content": "lo"}, "stop")):
             chunk = {**head, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
             out += b"data: " + json.dumps(chunk).encode() + b"\n\n"
         return out + b"data: [DONE]\n\n"
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-            method, path, _ = head[0].split(" ")
-            length = next((int(h.split(":", 1)[1]) for h in head[1:] if h.lower().startswith("content-length:")), 0)
-            body = json.loads(await reader.readexactly(length)) if length else {}
-            if method == "GET" and path == "/health":
-                writer.write(self._reply("200 OK", b"{}"))
-            elif method == "GET" and path == "/v1/models":
-                writer.write(self._reply("200 OK", json.dumps({"object": "list", "data": [{"id": "broken", "object": "model"}]}).encode()))
-            elif self.mode == "surrogate":  # a lone \ud800 escape in its text, as a buggy upstream may send
-                writer.write(self._surrogate_answer(bool(body.get("stream"))))
-            elif self.mode == "error":
-                err = {"error": {"message": "the GPU caught fire", "type": "server_error", "param": None, "code": None}}
-                writer.write(self._reply("500 Internal Server Error", json.dumps(err).encode()))
-            else:
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
-                chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "broken",
-                         "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hel"}, "finish_reason": None}]}
-                writer.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-                await writer.drain()
-                await asyncio.sleep(60)
+    async def respond(self, method: str, path: str, body: Any, writer: asyncio.StreamWriter) -> None:
+        if method == "GET" and path == "/health":
+            writer.write(self.reply("200 OK", b"{}"))
+        elif method == "GET" and path == "/v1/models":
+            writer.write(self.reply("200 OK", json.dumps({"object": "list", "data": [{"id": "broken", "object": "model"}]}).encode()))
+        elif self.mode == "surrogate":  # a lone \ud800 escape in its text, as a buggy upstream may send
+            writer.write(self._surrogate_answer(bool(body.get("stream"))))
+        elif self.mode == "error":
+            err = {"error": {"message": "the GPU caught fire", "type": "server_error", "param": None, "code": None}}
+            writer.write(self.reply("500 Internal Server Error", json.dumps(err).encode()))
+        else:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+            chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "broken",
+                     "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hel"}, "finish_reason": None}]}
+            writer.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             await writer.drain()
-        except (OSError, asyncio.IncompleteReadError, ValueError):
-            pass
-        finally:
-            writer.close()
-
-    def stop(self) -> None:
-        async def shutdown() -> None:
-            self.server.close()
-            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-            for t in tasks:
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-        asyncio.run_coroutine_threadsafe(shutdown(), self.loop).result(10)
-        self.loop.call_soon_threadsafe(self.loop.stop)
+            await asyncio.sleep(60)
 
 
 # ---- fixtures: upstreams and the fronts that use them ------------------------------------------
