@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,9 @@ def toolserve_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "toolserve.cli"]
 
 
+_LIVE: weakref.WeakSet[ServerProcess] = weakref.WeakSet()  # servers running now, for failure reports
+
+
 class ServerProcess:
     """A server in a child process on `port`, ready once GET `ready_path` answers a status in `ready`."""
 
@@ -45,6 +49,7 @@ class ServerProcess:
         self.log = open(os.devnull, "w")  # noqa: SIM115 - closed in stop()
         self.stderr = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed in stop(); a file never blocks the child
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.stderr, text=True, env={**os.environ, **(env or {})})
+        _LIVE.add(self)
         self._wait_ready(ready_path, ready)
 
     def stderr_text(self) -> str:
@@ -69,6 +74,7 @@ class ServerProcess:
         raise RuntimeError(f"{self.proc.args} did not become ready")
 
     def stop(self) -> None:
+        _LIVE.discard(self)
         self.proc.terminate()
         try:
             self.proc.wait(timeout=20)
@@ -78,6 +84,19 @@ class ServerProcess:
         if not self.stderr.closed:
             self._stderr_text = self.stderr_text()
             self.stderr.close()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """A failed test's report carries the end of every running server's log (a restarted engine
+    process, a llama.cpp error), which CI's output keeps."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for srv in list(_LIVE):
+            text = srv.stderr_text()[-4000:]
+            if text.strip():
+                report.sections.append((f"server log ({' '.join(map(str, srv.proc.args[-8:]))})", text))
 
 
 class Server(ServerProcess):

@@ -540,6 +540,7 @@ class LlamaCppEngine:
                 self.cache.touch(p.snapshot)
                 self.cache.stats.restores += 1
             else:
+                log.warning("restoring a prompt-cache snapshot of %d tokens failed (llama.cpp's log says why); the prompt is read again", p.snapshot.usable)
                 reuse = 0
         elif p.source is not None:
             self._clear(seq)
