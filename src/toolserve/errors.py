@@ -153,3 +153,8 @@ class UpstreamError(ToolserveError):
         self.status = status
         self.type = type_ or ("server_error" if status >= 500 else "invalid_request_error")
         self.headers = headers
+
+
+class ClientGone(Exception):
+    """The client left before its answer was ready: its work is cancelled and api/errors.py
+    answers with an empty 499 that nobody reads (not a server error in the log)."""

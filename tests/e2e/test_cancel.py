@@ -36,6 +36,7 @@ def test_stream_closed_early_stops_generation(server) -> None:  # type: ignore[n
 
 
 def test_non_stream_client_gone_stops_generation(server) -> None:  # type: ignore[no-untyped-def]
+    log_start = len(server.stderr_text())
     with httpx.Client(base_url=server.url, timeout=60) as http:
         before = wait_idle(http)["generated_tokens"]
         body = json.dumps(LONG).encode()
@@ -52,3 +53,6 @@ def test_non_stream_client_gone_stops_generation(server) -> None:  # type: ignor
         # the client is gone: the engine stops long before 1500 tokens
         after = wait_idle(http)["generated_tokens"]
         assert 0 < after - before < 400
+        # a client leaving is not a server error: no traceback in the log
+        tail = server.stderr_text()[log_start:]
+        assert "Traceback" not in tail and "Exception in ASGI application" not in tail, tail

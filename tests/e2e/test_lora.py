@@ -83,6 +83,10 @@ def test_responses_name_the_adapter_id(oai: OpenAI) -> None:
 
 
 def test_adapter_ids_side_by_side_answer_as_each_alone(multi: Server, oai: OpenAI, base_id: str) -> None:
+    """Requests under different adapters run at once and never share a decode batch (llama.cpp
+    applies adapters to the whole context), so with one request per adapter set each batch holds
+    that request alone and the answer is bit-identical to a lone run. Two requests under the same
+    adapter would share batches, and llama.cpp is not batch-invariant: that is not asserted."""
     ids = [base_id, "one", "two"]
     alone = {m: greedy(oai, m, n=32)[0] for m in ids}
 
@@ -90,11 +94,12 @@ def test_adapter_ids_side_by_side_answer_as_each_alone(multi: Server, oai: OpenA
         client = AsyncOpenAI(base_url=f"{multi.url}/v1", api_key="unused", max_retries=0, timeout=120)
         rs = await asyncio.gather(*(
             client.chat.completions.create(model=m, messages=POEM, max_tokens=32, temperature=0)  # type: ignore[arg-type]
-            for m in [*ids, *ids]
+            for m in ids
         ))
         return [r.choices[0].message.content or "" for r in rs]
 
-    assert asyncio.run(together()) == [alone[m] for m in [*ids, *ids]]
+    for _ in range(2):
+        assert asyncio.run(together()) == [alone[m] for m in ids]
 
 
 def test_prompt_reuse_never_crosses_adapters(oai: OpenAI, base_id: str) -> None:

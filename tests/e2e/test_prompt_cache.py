@@ -63,6 +63,19 @@ def test_same_prompt_twice(chttp: httpx.Client) -> None:
     assert cached(second) == aligned(chttp, n - 1) > n - 70  # all but the last token, to a chunk boundary
 
 
+def test_answer_cut_early_still_reports_its_cached_tokens(chttp: httpx.Client) -> None:
+    """A stop string found at the first token ends the answer in the server process while the
+    engine is still generating: the usage must carry the reuse all the same."""
+    msgs = conversation("buoys", 1)
+    text = chat(chttp, msgs)["choices"][0]["message"]["content"]
+    assert text
+    for _ in range(5):
+        cut = chat(chttp, msgs, stop=[text[:1]], max_tokens=64)
+        assert cut["choices"][0]["message"]["content"] == ""
+        n = cut["usage"]["prompt_tokens"]
+        assert cached(cut) == aligned(chttp, n - 1) > 0
+
+
 def test_growing_conversation(chttp: httpx.Client) -> None:
     first = conversation("ropes", 2)
     r1 = chat(chttp, first)

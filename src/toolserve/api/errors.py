@@ -9,11 +9,11 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from toolserve.api.schemas import SURROGATE_ERROR
-from toolserve.errors import ToolserveError
+from toolserve.errors import ClientGone, ToolserveError
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,11 @@ def install_error_handlers(app: FastAPI) -> None:
         kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code)
         return reply(request, error_body(str(exc.detail), kind, None, code), exc.status_code)
+
+    @app.exception_handler(ClientGone)
+    async def _gone(request: Request, exc: ClientGone) -> Response:
+        log.info("%s %s: the client left before the answer; its generation stopped", request.method, request.url.path)
+        return Response(status_code=499)  # nginx's "client closed request": nobody reads it
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

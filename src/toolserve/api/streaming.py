@@ -13,7 +13,7 @@ from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
 from toolserve.api.errors import error_of
-from toolserve.errors import ToolserveError
+from toolserve.errors import ClientGone, ToolserveError
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,7 +72,7 @@ async def unless_disconnected(request: Request, work: Awaitable[T], poll: float 
                 return task.result()
             if await request.is_disconnected():
                 task.cancel()
-                raise asyncio.CancelledError("client disconnected")
+                raise ClientGone
     finally:
         if not task.done():
             task.cancel()

@@ -230,6 +230,11 @@ class RemoteEngine:
                 if gen is not None:
                     gen.push(TokenEvent(item[2], item[3], item[4], item[5]))
                 continue
+            if item[0] == "cached":  # set before the first token is handed over
+                gen = self._gens.get(item[1])
+                if gen is not None:
+                    gen.cached_tokens = item[2]
+                continue
             _, rid, finish, err, cached = item
             with self._lock:
                 gen = self._gens.pop(rid, None)

@@ -9,7 +9,8 @@ socketpair as FD. Messages are pickled tuples (multiprocessing's Connection fram
        ("call", cid, method, args)           tokenize_image; answers ("reply", cid, ok, value)
        ("fault", kind)                       test-only, after the next step (sent only when TOOLSERVE_TEST_FAULTS=1)
        ("close",)
-  out: ("events", [event, ...], stats)       once per engine step: ("tok", rid, token, piece, is_eog, logprob)
+  out: ("events", [event, ...], stats)       once per engine step: ("cached", rid, cached_tokens) before a
+                                             request's first token, ("tok", rid, token, piece, is_eog, logprob)
                                              and ("end", rid, finish, error, cached_tokens)
 
 The sampler chains and grammar masks run here, next to the logits: a request's grammar arrives
@@ -51,8 +52,12 @@ class _Gen:
         self.gens = gens
         self.cancelled = False
         self.cached_tokens = 0
+        self._told = False
 
     def push(self, event: TokenEvent) -> None:
+        if not self._told:  # the reuse is known once the prompt is read; the server's reader may
+            self._told = True  # end the answer at any token (a stop string), before the "end" event
+            self.out.add(("cached", self.rid, self.cached_tokens))
         self.out.add(("tok", self.rid, event.token_id, event.piece, event.is_eog, event.logprob))
 
     def close(self, finish_reason: str | None = None, error: BaseException | None = None) -> None:
