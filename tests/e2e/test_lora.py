@@ -20,8 +20,10 @@ from tests.lora import make_bad_lora, make_lora
 from toolserve.modelfile import bundled_model
 
 POEM = [{"role": "user", "content": "Write a poem about the sea"}]
-# a prompt of several 64-token chunks, so that a second request can reuse its prefix
-LONG = [{"role": "user", "content": "Here are some facts about rivers. " * 30 + "Which river is the longest?"}]
+# a prompt of several 64-token chunks, so that a second request can reuse its prefix; its own
+# system turn, so that no turn of it was read before (POEM's default system turn is reused)
+LONG = [{"role": "system", "content": "You know rivers."},
+        {"role": "user", "content": "Here are some facts about rivers. " * 30 + "Which river is the longest?"}]
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,8 @@ import httpx
 import pytest
 
 from tests.conftest import CTX_SIZE, Server
+from toolserve.engine.prompt_cache import common_prefix
+from toolserve.engine.slots import PREFILL_CHUNK, boundary, turn_cuts
 
 SYSTEM = "You are a helpful assistant for a shipping company. " * 20
 
@@ -37,9 +39,20 @@ def cached(resp: dict) -> int:
 
 
 def aligned(http: httpx.Client, n: int) -> int:
-    """Reuse is whole prefill chunks only (see engine/llama_cpp.py)."""
+    """The 64-token grid alone (reuse also ends after end-of-turn tokens: engine/slots.py)."""
     chunk = int(http.get("/health").json()["toolserve"]["prompt_cache"]["chunk_tokens"])
+    assert chunk == PREFILL_CHUNK
     return n - n % chunk
+
+
+def reuse(http: httpx.Client, earlier: list[int], prompt: list[int]) -> int:
+    """What a prompt may reuse of an earlier one read whole before it: the last chunk end of the
+    earlier read that lies within their common prefix (not the last token), as engine/slots.py
+    cuts prompts (its unit tests show that this is exact)."""
+    (turn_end,) = http.post("/tokenize", json={"prompt": "<|im_end|>", "add_special_tokens": False}).json()["tokens"]
+    assert http.get("/health").json()["toolserve"]["prompt_cache"]["chunk_tokens"] == PREFILL_CHUNK
+    usable = boundary(len(earlier), [], turn_cuts(earlier, {turn_end}))
+    return boundary(min(common_prefix(earlier, prompt), usable, len(prompt) - 1), [], turn_cuts(prompt, {turn_end}))
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +73,8 @@ def test_same_prompt_twice(chttp: httpx.Client) -> None:
     chat(chttp, msgs)
     second = chat(chttp, msgs)
     n = second["usage"]["prompt_tokens"]
-    assert cached(second) == aligned(chttp, n - 1) > n - 70  # all but the last token, to a chunk boundary
+    tokens = n_tokens(chttp, msgs)
+    assert cached(second) == reuse(chttp, tokens, tokens) >= aligned(chttp, n - 1) > n - 70  # all but the last token, to a chunk end
 
 
 def test_answer_cut_early_still_reports_its_cached_tokens(chttp: httpx.Client) -> None:
@@ -72,8 +86,8 @@ def test_answer_cut_early_still_reports_its_cached_tokens(chttp: httpx.Client) -
     for _ in range(5):
         cut = chat(chttp, msgs, stop=[text[:1]], max_tokens=64)
         assert cut["choices"][0]["message"]["content"] == ""
-        n = cut["usage"]["prompt_tokens"]
-        assert cached(cut) == aligned(chttp, n - 1) > 0
+        tokens = n_tokens(chttp, msgs)
+        assert cached(cut) == reuse(chttp, tokens, tokens) > 0
 
 
 def test_growing_conversation(chttp: httpx.Client) -> None:
@@ -81,16 +95,18 @@ def test_growing_conversation(chttp: httpx.Client) -> None:
     r1 = chat(chttp, first)
     grown = [*first, {"role": "assistant", "content": "Ropes hold things."}, {"role": "user", "content": "And knots?"}]
     r2 = chat(chttp, grown)
-    assert cached(r2) == aligned(chttp, r1["usage"]["prompt_tokens"]) > 0
+    expected = reuse(chttp, n_tokens(chttp, first), n_tokens(chttp, grown))
+    # the first prompt's last whole turn, past its last 64-token chunk
+    assert cached(r2) == expected > aligned(chttp, r1["usage"]["prompt_tokens"]) > 0
 
 
 def test_interleaved_conversations_both_hit(chttp: httpx.Client) -> None:
     a, b = conversation("harbours", 3), conversation("lighthouses", 3)
-    ra, rb = chat(chttp, a), chat(chttp, b)
+    chat(chttp, a), chat(chttp, b)
     a2 = [*a, {"role": "assistant", "content": "Harbours shelter ships."}, {"role": "user", "content": "More?"}]
     b2 = [*b, {"role": "assistant", "content": "Lighthouses guide ships."}, {"role": "user", "content": "More?"}]
-    assert cached(chat(chttp, a2)) == aligned(chttp, ra["usage"]["prompt_tokens"])
-    assert cached(chat(chttp, b2)) == aligned(chttp, rb["usage"]["prompt_tokens"])
+    assert cached(chat(chttp, a2)) == reuse(chttp, n_tokens(chttp, a), n_tokens(chttp, a2)) > 0
+    assert cached(chat(chttp, b2)) == reuse(chttp, n_tokens(chttp, b), n_tokens(chttp, b2)) > 0
     stats = chttp.get("/health").json()["toolserve"]["prompt_cache"]
     assert stats["restores"] >= 2
     assert 0 < stats["bytes"] <= stats["budget_bytes"]
@@ -103,8 +119,7 @@ def test_prompt_diverging_in_the_middle(chttp: httpx.Client) -> None:
     chat(chttp, base)
     r = chat(chttp, changed)
     t1, t2 = n_tokens(chttp, base), n_tokens(chttp, changed)
-    shared = next(i for i, (x, y) in enumerate(zip(t1, t2, strict=False)) if x != y)
-    assert cached(r) == aligned(chttp, shared) > 0
+    assert cached(r) == reuse(chttp, t1, t2) > 0
 
 
 def test_stream_reports_cached_tokens(chttp: httpx.Client) -> None:
@@ -115,7 +130,8 @@ def test_stream_reports_cached_tokens(chttp: httpx.Client) -> None:
         lines = [line for line in resp.iter_lines() if line.startswith("data: {")]
 
     usage = json.loads(lines[-1][6:])["usage"]
-    assert usage["prompt_tokens_details"]["cached_tokens"] == aligned(chttp, usage["prompt_tokens"] - 1) > 0
+    tokens = n_tokens(chttp, msgs)
+    assert usage["prompt_tokens_details"]["cached_tokens"] == reuse(chttp, tokens, tokens) > 0
 
 
 @pytest.mark.parametrize("sampling", [{"temperature": 0}, {"temperature": 0.9, "seed": 42, "presence_penalty": 0.5, "repetition_penalty": 1.2}])

@@ -3,12 +3,12 @@ restore a snapshot, or read it all (engine/slots.py)."""
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolserve.engine.base import MediaSpan
 from toolserve.engine.prompt_cache import PromptCache
-from toolserve.engine.slots import PREFILL_CHUNK, SeqState, adapter_turn, boundary, lead, next_stop, plan
+from toolserve.engine.slots import PREFILL_CHUNK, SeqState, adapter_turn, boundary, lead, next_stop, plan, turn_cuts
 
 C = PREFILL_CHUNK
 A = list(range(1000, 1000 + 3 * C + 10))  # a conversation of 3 whole chunks and a bit
@@ -160,3 +160,59 @@ def test_running_adapter_sets_each_get_their_turn(running: set[int], start: int,
             assert turn == 1
         last[applied] = step
         assert all(step - last.get(s, -1) <= limit * (len(sets) - 1) + 1 for s in sets if s in last or step >= limit * len(sets))
+
+
+# -- chunk ends after end-of-turn tokens (turn_cuts) -------------------------------------------------
+END = 2  # an end-of-turn token
+
+
+def chunk_ends(prompt: list[int], media: list[MediaSpan], cuts: list[int]) -> list[int]:
+    """Where a cold read of `prompt` ends its chunks (each chunk is one batch)."""
+    ends, at = [], 0
+    while at < len(prompt):
+        span = next((m for m in media if m.start == at), None)
+        at = span.end if span is not None else next_stop(at, len(prompt), media, cuts)
+        ends.append(at)
+    return ends
+
+
+def test_a_shared_system_turn_is_reused_to_its_end_not_to_the_grid() -> None:
+    system = [7] * 20 + [END]  # 21 tokens: shorter than a chunk
+    a, b = [*system, *[8] * 20, END, 5, 5, 5], [*system, *[6] * 25, END, 5, 5, 5]
+    cuts_a, cuts_b = turn_cuts(a, {END}), turn_cuts(b, {END})
+    assert cuts_a == [21]  # the last turn's end is within MIN_TAIL of the end: no step of its own
+    done = seq(0, a, boundary(len(a), [], cuts_a))
+    assert done.usable == 21
+    p = plan([done], b, [], cache(), cuts=cuts_b)
+    assert p.reuse == 21
+    assert turn_cuts([7] * 100 + [END] + [7] * 20, {END}) == [101]  # far enough from the end
+    assert turn_cuts([7] * 63 + [END] + [7] * 20, {END}) == []  # on the grid already
+
+
+def test_a_turn_end_near_the_prompt_end_is_kept_when_a_grid_point_follows() -> None:
+    p = [7] * 60 + [END] + [7] * 8  # the cut at 61 is 8 from the end, but 64 lies after it
+    assert turn_cuts(p, {END}) == [61]
+    assert chunk_ends(p, [], turn_cuts(p, {END})) == [61, 64, 69]
+
+
+def turns(token: int) -> st.SearchStrategy[list[int]]:
+    """A run of chat turns (each ending with END) and maybe the start of another one."""
+    lengths = st.lists(st.integers(1, 40), max_size=6)
+    return st.tuples(lengths, st.integers(0, 20)).map(lambda t: [x for n in t[0] for x in [token] * (n - 1) + [END]] + [token] * t[1])
+
+
+@settings(max_examples=400)
+@given(turns(7), turns(8), turns(9))
+def test_reuse_ends_where_both_prompts_cut_and_they_cut_alike_before(shared: list[int], tail_a: list[int], tail_b: list[int]) -> None:
+    """Reusing a conversation's KV for another prompt is exact: the reused prefix ends at a chunk
+    end of both cold reads, and below it they cut in the same places."""
+    a, b = [*shared, *tail_a], [*shared, *tail_b, 5]
+    cuts_a, cuts_b = turn_cuts(a, {END}), turn_cuts(b, {END})
+    ends_a, ends_b = chunk_ends(a, [], cuts_a), chunk_ends(b, [], cuts_b)
+    done = seq(0, a, boundary(len(a), [], cuts_a))
+    assert done.usable == 0 or done.usable in ends_a
+    r = plan([done], b, [], cache(), cuts=cuts_b).reuse
+    if r:
+        assert r in ends_a and r in ends_b
+        assert [e for e in ends_a if e <= r] == [e for e in ends_b if e <= r]
+        assert lead(b, [], a, 0, cuts_b) >= r

@@ -7,8 +7,12 @@ of the same conversation finds it; a new request may also copy a prefix out of a
 decides which; the engine does the KV operations.
 
 Exactness: llama.cpp's numbers depend on the batch they were computed in. Prompts are read in
-chunks aligned to absolute multiples of PREFILL_CHUNK, at most one chunk per sequence per step,
-and only whole chunks are reused (plus images, which are always evaluated whole). With one
+chunks, at most one chunk per sequence per step, and only whole chunks are reused. A chunk ends
+at the next absolute multiple of PREFILL_CHUNK, at an image's start or end (images are evaluated
+whole), or just after an end-of-turn token (`turn_cuts`: a shared system prompt, tool list or
+earlier turn is reused to its last token, not to the 64-token grid before it). Where a chunk
+ends depends only on the tokens before that point, so two prompts sharing a prefix are cut the
+same way inside it, and reusing a chunk computes what reading it would. With one
 sequence (`--parallel 1`) that makes a cache hit compute exactly what a miss computes; with
 several, the other sequences' rows in the same batch and the KV cells' placement change the
 rounding, so a hit answers like a miss only up to rounding (see docs/architecture.md).
@@ -28,17 +32,33 @@ from toolserve.engine.prompt_cache import CacheEntry, PromptCache, common_prefix
 
 PREFILL_CHUNK = 64
 SAVE_MIN_DISCARD = 32  # snapshot a sequence's KV before it is overwritten only when this many tokens would be lost
+MIN_TAIL = 16  # an end-of-turn cut this close to the prompt's end, with no other cut after it, is not made
 
 
 def aligned(n: int) -> int:
     return n - n % PREFILL_CHUNK
 
 
-def boundary(limit: int, media: Sequence[MediaSpan]) -> int:
+def turn_cuts(prompt: Sequence[int], turn_ends: frozenset[int] | set[int], media: Sequence[MediaSpan] = ()) -> list[int]:
+    """The chunk ends a prompt has besides the grid and its images: just after each end-of-turn
+    token (outside images, off the grid). Whether there is a cut at `c` depends on the tokens
+    before `c` alone, except that the cuts in the prompt's last MIN_TAIL tokens with no grid
+    point or image edge after them are left out: the template's few tokens that open the
+    answer would otherwise cost a step of their own. Leaving them out is still exact: that
+    prompt then has no chunk end at or after them to be reused from, and a longer prompt with
+    the same prefix that does cut there reuses only up to an earlier chunk end they share."""
+    n = len(prompt)
+    cuts = [i + 1 for i, t in enumerate(prompt) if t in turn_ends and 0 < i + 1 < n and (i + 1) % PREFILL_CHUNK]
+    cuts = [c for c in cuts if not any(m.start < c < m.end for m in media)]
+    edges = [e for m in media for e in (m.start, m.end) if 0 < e < n]
+    return [c for c in cuts if n - c >= MIN_TAIL or aligned(c) + PREFILL_CHUNK < n or any(c < e for e in edges)]
+
+
+def boundary(limit: int, media: Sequence[MediaSpan], cuts: Sequence[int] = ()) -> int:
     """The longest prefix of at most `limit` prompt tokens that a fresh evaluation computes in
-    the same batches: it ends at a multiple of PREFILL_CHUNK outside any image, or at an image's
-    start or end (images are evaluated whole)."""
-    best = aligned(limit)
+    the same batches: it ends at a multiple of PREFILL_CHUNK outside any image, at an image's
+    start or end (images are evaluated whole) or at one of the prompt's `turn_cuts`."""
+    best = max([aligned(limit), *(c for c in cuts if c <= limit)])
     for m in media:
         if m.start < best < m.end:
             best = m.start
@@ -56,10 +76,10 @@ def position(index: int, media: Sequence[MediaSpan]) -> int:
     return index - sum(m.n_tokens - m.n_pos for m in media if m.end <= index)
 
 
-def next_stop(at: int, length: int, media: Sequence[MediaSpan]) -> int:
+def next_stop(at: int, length: int, media: Sequence[MediaSpan], cuts: Sequence[int] = ()) -> int:
     """Where the prompt chunk that starts at `at` (outside any image) ends: the next multiple of
-    PREFILL_CHUNK, the next image or the end of the prompt."""
-    return min([aligned(at) + PREFILL_CHUNK, length, *(m.start for m in media if m.start > at)])
+    PREFILL_CHUNK, the next image, the next of the prompt's `turn_cuts` or the end of the prompt."""
+    return min([aligned(at) + PREFILL_CHUNK, length, *(m.start for m in media if m.start > at), *(c for c in cuts if c > at)])
 
 
 @dataclass
@@ -94,7 +114,12 @@ class Plan:
 
 
 def plan(
-    seqs: Sequence[SeqState], prompt: Sequence[int], media: Sequence[MediaSpan], cache: PromptCache | None, adapter: int = 0
+    seqs: Sequence[SeqState],
+    prompt: Sequence[int],
+    media: Sequence[MediaSpan],
+    cache: PromptCache | None,
+    adapter: int = 0,
+    cuts: Sequence[int] = (),
 ) -> Plan:
     """Choose the idle sequence a prompt runs in and the longest exact prefix it can start from,
     among KV computed under the same `adapter` set. `seqs` must hold at least one idle sequence.
@@ -105,7 +130,7 @@ def plan(
     last = len(prompt) - 1  # the last prompt token is always evaluated again, for its logits
 
     def exact(n: int) -> int:
-        return boundary(min(n, last), media)
+        return boundary(min(n, last), media, cuts)
 
     if cache is None:
         target = min(idle, key=lambda s: s.used)
@@ -131,11 +156,11 @@ def plan(
     return Plan(target.id, keep, save=save)
 
 
-def lead(prompt: Sequence[int], media: Sequence[MediaSpan], other: Sequence[int], start: int) -> int:
+def lead(prompt: Sequence[int], media: Sequence[MediaSpan], other: Sequence[int], start: int, cuts: Sequence[int] = ()) -> int:
     """How far a prompt can follow another prompt being read now (whose prefix the engine can
     copy instead of computing it twice): the exact boundary of their common prefix, if it goes
     beyond `start`, else 0."""
-    n = boundary(min(common_prefix(prompt, other), len(prompt) - 1), media)
+    n = boundary(min(common_prefix(prompt, other), len(prompt) - 1), media, cuts)
     return n if n > start else 0
 
 

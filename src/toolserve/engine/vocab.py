@@ -52,11 +52,15 @@ class VocabView:
     def is_eog(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
 
+    def eog_ids(self) -> list[int]:
+        """Every end-of-generation token (end of turn, end of text), in id order."""
+        return [t for t in range(self.n_vocab) if self.is_eog(t)]
+
     def grammar_tokenizer(self) -> object:
         """llguidance's view of this vocabulary, with every end-of-generation token."""
         from llguidance.llamacpp import lltokenizer_from_vocab
 
-        eog = [t for t in range(self.n_vocab) if self.is_eog(t)]
+        eog = self.eog_ids()
         try:
             return lltokenizer_from_vocab(self.vocab, eos_token=eog or None)
         except (ValueError, RuntimeError) as exc:
