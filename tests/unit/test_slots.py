@@ -180,19 +180,19 @@ def test_a_shared_system_turn_is_reused_to_its_end_not_to_the_grid() -> None:
     system = [7] * 20 + [END]  # 21 tokens: shorter than a chunk
     a, b = [*system, *[8] * 20, END, 5, 5, 5], [*system, *[6] * 25, END, 5, 5, 5]
     cuts_a, cuts_b = turn_cuts(a, {END}), turn_cuts(b, {END})
-    assert cuts_a == [21]  # the last turn's end is within MIN_TAIL of the end: no step of its own
+    assert cuts_a == [21, 42]
     done = seq(0, a, boundary(len(a), [], cuts_a))
-    assert done.usable == 21
+    assert done.usable == 42  # up to the template's opening of the answer
     p = plan([done], b, [], cache(), cuts=cuts_b)
     assert p.reuse == 21
-    assert turn_cuts([7] * 100 + [END] + [7] * 20, {END}) == [101]  # far enough from the end
+    assert plan([done], [*a, 9, 9, END, 5], [], cache(), cuts=turn_cuts([*a, 9, 9, END, 5], {END})).reuse == 42  # the next turn
     assert turn_cuts([7] * 63 + [END] + [7] * 20, {END}) == []  # on the grid already
 
 
-def test_a_turn_end_near_the_prompt_end_is_kept_when_a_grid_point_follows() -> None:
-    p = [7] * 60 + [END] + [7] * 8  # the cut at 61 is 8 from the end, but 64 lies after it
-    assert turn_cuts(p, {END}) == [61]
-    assert chunk_ends(p, [], turn_cuts(p, {END})) == [61, 64, 69]
+def test_chunks_end_after_each_turn_and_on_the_grid() -> None:
+    p = [7] * 60 + [END] + [7] * 8 + [END] + [7] * 3
+    assert turn_cuts(p, {END}) == [61, 70]
+    assert chunk_ends(p, [], turn_cuts(p, {END})) == [61, 64, 70, 73]
 
 
 def turns(token: int) -> st.SearchStrategy[list[int]]:

@@ -32,7 +32,6 @@ from toolserve.engine.prompt_cache import CacheEntry, PromptCache, common_prefix
 
 PREFILL_CHUNK = 64
 SAVE_MIN_DISCARD = 32  # snapshot a sequence's KV before it is overwritten only when this many tokens would be lost
-MIN_TAIL = 16  # an end-of-turn cut this close to the prompt's end, with no other cut after it, is not made
 
 
 def aligned(n: int) -> int:
@@ -42,16 +41,11 @@ def aligned(n: int) -> int:
 def turn_cuts(prompt: Sequence[int], turn_ends: frozenset[int] | set[int], media: Sequence[MediaSpan] = ()) -> list[int]:
     """The chunk ends a prompt has besides the grid and its images: just after each end-of-turn
     token (outside images, off the grid). Whether there is a cut at `c` depends on the tokens
-    before `c` alone, except that the cuts in the prompt's last MIN_TAIL tokens with no grid
-    point or image edge after them are left out: the template's few tokens that open the
-    answer would otherwise cost a step of their own. Leaving them out is still exact: that
-    prompt then has no chunk end at or after them to be reused from, and a longer prompt with
-    the same prefix that does cut there reuses only up to an earlier chunk end they share."""
+    before `c` alone. The last one, before the template's opening of the answer, costs a short
+    chunk of its own, and is where the conversation's next request reuses up to."""
     n = len(prompt)
     cuts = [i + 1 for i, t in enumerate(prompt) if t in turn_ends and 0 < i + 1 < n and (i + 1) % PREFILL_CHUNK]
-    cuts = [c for c in cuts if not any(m.start < c < m.end for m in media)]
-    edges = [e for m in media for e in (m.start, m.end) if 0 < e < n]
-    return [c for c in cuts if n - c >= MIN_TAIL or aligned(c) + PREFILL_CHUNK < n or any(c < e for e in edges)]
+    return [c for c in cuts if not any(m.start < c < m.end for m in media)]
 
 
 def boundary(limit: int, media: Sequence[MediaSpan], cuts: Sequence[int] = ()) -> int:
