@@ -7,6 +7,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from toolserve.engine.base import Lora  # a LoRA adapter GGUF and its scale (`--lora PATH[:SCALE]`)
+
 KV_TYPE_NAMES = ("f32", "f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
 
 
@@ -41,16 +43,8 @@ class ModelConfig:
     no_kv_offload: bool = False  # keep the KV cache (and attention) in RAM, not on the GPU
     engine_process: bool = True  # run the engine in a process of its own (a native fault does not end the server)
     engine_timeout: float = 120.0  # seconds an engine process may go without a step while requests run; then it is restarted
-    lora: tuple[LoraSpec, ...] = ()  # LoRA adapters applied to this model's id
+    lora: tuple[Lora, ...] = ()  # LoRA adapters applied to this model's id
     lora_models: tuple[LoraModel, ...] = ()  # adapters served as their own ids on the same base weights
-
-
-@dataclass(frozen=True)
-class LoraSpec:
-    """A LoRA adapter GGUF and its scale (`--lora PATH[:SCALE]`)."""
-
-    path: str
-    scale: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -59,10 +53,10 @@ class LoraModel:
     the base weights with this adapter alone."""
 
     id: str
-    lora: LoraSpec
+    lora: Lora
 
 
-def parse_lora(spec: str, where: str) -> LoraSpec:
+def parse_lora(spec: str, where: str) -> Lora:
     """PATH[:SCALE]; a last ':...' that is not a number belongs to the path."""
     path, sep, tail = spec.rpartition(":")
     scale = 1.0
@@ -75,7 +69,7 @@ def parse_lora(spec: str, where: str) -> LoraSpec:
         path = spec
     if not path.strip():
         raise ConfigError(f"{where} {spec!r}: expected PATH[:SCALE], e.g. 'my-adapter.gguf:0.8'")
-    return LoraSpec(path, scale)
+    return Lora(path, scale)
 
 
 def parse_lora_model(spec: str, where: str) -> LoraModel:
@@ -261,17 +255,17 @@ def _local_entry(where: str, d: dict[str, Any], base: Path, defaults: ModelConfi
     return ModelEntry(id=str(model_id), local=cfg, keep_alive=ka, preload=preload)
 
 
-def _lora_item(where: str, item: Any, base: Path) -> LoraSpec:
+def _lora_item(where: str, item: Any, base: Path) -> Lora:
     if isinstance(item, str):
         spec = parse_lora(item, where)
     elif isinstance(item, dict) and set(item) <= {"path", "scale"} and isinstance(item.get("path"), str):
         scale = item.get("scale", 1.0)
         if isinstance(scale, bool) or not isinstance(scale, (int, float)):
             raise ConfigError(f"{where}.scale: expected a number, got {scale!r}")
-        spec = LoraSpec(item["path"], float(scale))
+        spec = Lora(item["path"], float(scale))
     else:
         raise ConfigError(f"{where}: expected PATH[:SCALE] or {{path: ..., scale: ...}}, got {item!r}")
-    return LoraSpec(_path(base, spec.path), spec.scale)
+    return Lora(_path(base, spec.path), spec.scale)
 
 
 def _upstream_entry(where: str, d: dict[str, Any], base: Path) -> ModelEntry:

@@ -163,7 +163,7 @@ def test_auto_parallel_sizes_for_the_context(ctx: int, n: int) -> None:
 
 
 def test_lora_keys_and_flags(tmp_path: Path) -> None:
-    from toolserve.config import LoraModel, LoraSpec, parse_lora, parse_lora_model
+    from toolserve.config import Lora, LoraModel, parse_lora, parse_lora_model
 
     path = write(tmp_path, (
         "models:\n  - id: a\n    lora: [one.gguf, 'two.gguf:0.5', {path: /abs/three.gguf, scale: 2}]\n"
@@ -172,8 +172,8 @@ def test_lora_keys_and_flags(tmp_path: Path) -> None:
     ))
     cfg = load_models_config(path).models[0].local
     assert cfg is not None
-    assert cfg.lora == (LoraSpec(str(tmp_path / "one.gguf")), LoraSpec(str(tmp_path / "two.gguf"), 0.5), LoraSpec("/abs/three.gguf", 2.0))
-    assert cfg.lora_models == (LoraModel("tuned", LoraSpec(str(tmp_path / "four.gguf"), 0.25)), LoraModel("other", LoraSpec(str(tmp_path / "five.gguf"))))
-    assert parse_lora("C:/adapters/x.gguf", "--lora") == LoraSpec("C:/adapters/x.gguf")  # a colon in the path is not a scale
-    assert parse_lora("a.gguf:-0.5", "--lora") == LoraSpec("a.gguf", -0.5)
-    assert parse_lora_model(" t = a.gguf:2 ", "--lora-model") == LoraModel("t", LoraSpec("a.gguf", 2.0))
+    assert cfg.lora == (Lora(str(tmp_path / "one.gguf")), Lora(str(tmp_path / "two.gguf"), 0.5), Lora("/abs/three.gguf", 2.0))
+    assert cfg.lora_models == (LoraModel("tuned", Lora(str(tmp_path / "four.gguf"), 0.25)), LoraModel("other", Lora(str(tmp_path / "five.gguf"))))
+    assert parse_lora("C:/adapters/x.gguf", "--lora") == Lora("C:/adapters/x.gguf")  # a colon in the path is not a scale
+    assert parse_lora("a.gguf:-0.5", "--lora") == Lora("a.gguf", -0.5)
+    assert parse_lora_model(" t = a.gguf:2 ", "--lora-model") == LoraModel("t", Lora("a.gguf", 2.0))

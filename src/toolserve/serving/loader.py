@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from toolserve.config import LoraSpec, ModelConfig, auto_parallel
+from toolserve.config import ModelConfig, auto_parallel
 from toolserve.engine.base import Engine, Lora
 from toolserve.engine.llama_cpp import LlamaCppEngine
 from toolserve.engine.remote import RemoteEngine
@@ -51,7 +51,7 @@ def attach_embedder(engine: Engine, *, n_ctx: int, n_threads: int, repack: bool)
     log.info("embeddings: %d dimensions, %s pooling, inputs up to %d tokens", e.dimensions, e.pooling, e.n_ctx)
 
 
-def check_adapter(spec: LoraSpec, arch: str) -> None:
+def check_adapter(spec: Lora, arch: str) -> None:
     """Refuse, naming the file and the reason, an adapter llama.cpp could not apply to a model
     of architecture `arch` (llama.cpp itself still checks the tensor shapes)."""
     where = f"LoRA adapter {spec.path}"
@@ -118,7 +118,7 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
         parallel=n,
         flash_attn=None if cfg.flash_attn == "auto" else cfg.flash_attn == "on",
         # set 0: the model's own id (--lora); then one set per --lora-model, its adapter alone
-        adapters=[[Lora(a.path, a.scale) for a in cfg.lora], *([Lora(m.lora.path, m.lora.scale)] for m in cfg.lora_models)],
+        adapters=[list(cfg.lora), *([m.lora] for m in cfg.lora_models)],
         gpu_layers=layers,
         main_gpu=cfg.main_gpu,
         split_mode=cfg.split_mode,

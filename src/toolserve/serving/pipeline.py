@@ -14,9 +14,8 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from toolserve.config import LoraSpec
 from toolserve.constrain.matcher import Constrainer
-from toolserve.engine.base import Engine, Generation, MediaSpan
+from toolserve.engine.base import Engine, Generation, Lora, MediaSpan
 from toolserve.errors import (
     ContextLengthExceeded,
     InvalidRequest,
@@ -127,9 +126,9 @@ class Pipeline:
         # LoRA: the adapters this id runs with (the engine's adapter set `adapter`); the other ids
         # served on the same engine (--lora-model: id -> (adapter set, adapter)); `base_id` is the
         # id whose engine a variant shares
-        self.adapters: tuple[LoraSpec, ...] = ()
+        self.adapters: tuple[Lora, ...] = ()
         self.adapter = 0
-        self.adapter_ids: dict[str, tuple[int, LoraSpec]] = {}
+        self.adapter_ids: dict[str, tuple[int, Lora]] = {}
         self.base_id: str | None = None
         self._family: list[Pipeline] = [self]  # the pipelines sharing this engine, this one first
 
