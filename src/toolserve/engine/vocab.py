@@ -27,6 +27,7 @@ class VocabView:
         self.vocab = vocab
         self.n_vocab = llama_cpp.llama_vocab_n_tokens(vocab)
         self._pieces: dict[int, bytes] = {}  # token id -> text bytes, special tokens included
+        self._eog: list[int] | None = None
 
     def tokenize(self, text: str, *, add_bos: bool = False, special: bool = True) -> list[int]:
         data = text.encode("utf-8")
@@ -53,8 +54,10 @@ class VocabView:
         return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
 
     def eog_ids(self) -> list[int]:
-        """Every end-of-generation token (end of turn, end of text), in id order."""
-        return [t for t in range(self.n_vocab) if self.is_eog(t)]
+        """Every end-of-generation token (end of turn, end of text), in id order (read once)."""
+        if self._eog is None:
+            self._eog = [t for t in range(self.n_vocab) if self.is_eog(t)]
+        return list(self._eog)
 
     def grammar_tokenizer(self) -> object:
         """llguidance's view of this vocabulary, with every end-of-generation token."""
