@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import CTX_SIZE, Server
 from toolserve.engine.prompt_cache import common_prefix
-from toolserve.engine.slots import PREFILL_CHUNK, boundary, turn_cuts
+from toolserve.engine.slots import PREFILL_CHUNK, boundary, chunk_cuts
 
 SYSTEM = "You are a helpful assistant for a shipping company. " * 20
 
@@ -38,21 +38,14 @@ def cached(resp: dict) -> int:
     return int(resp["usage"]["prompt_tokens_details"]["cached_tokens"])
 
 
-def aligned(http: httpx.Client, n: int) -> int:
-    """The 64-token grid alone (reuse also ends after end-of-turn tokens: engine/slots.py)."""
-    chunk = int(http.get("/health").json()["toolserve"]["prompt_cache"]["chunk_tokens"])
-    assert chunk == PREFILL_CHUNK
-    return n - n % chunk
-
-
 def reuse(http: httpx.Client, earlier: list[int], prompt: list[int]) -> int:
     """What a prompt may reuse of an earlier one read whole before it: the last chunk end of the
     earlier read that lies within their common prefix (not the last token), as engine/slots.py
     cuts prompts (its unit tests show that this is exact)."""
     (turn_end,) = http.post("/tokenize", json={"prompt": "<|im_end|>", "add_special_tokens": False}).json()["tokens"]
     assert http.get("/health").json()["toolserve"]["prompt_cache"]["chunk_tokens"] == PREFILL_CHUNK
-    usable = boundary(len(earlier), [], turn_cuts(earlier, {turn_end}))
-    return boundary(min(common_prefix(earlier, prompt), usable, len(prompt) - 1), [], turn_cuts(prompt, {turn_end}))
+    usable = boundary(len(earlier), chunk_cuts(earlier, {turn_end}))
+    return boundary(min(common_prefix(earlier, prompt), usable, len(prompt) - 1), chunk_cuts(prompt, {turn_end}))
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +67,7 @@ def test_same_prompt_twice(chttp: httpx.Client) -> None:
     second = chat(chttp, msgs)
     n = second["usage"]["prompt_tokens"]
     tokens = n_tokens(chttp, msgs)
-    assert cached(second) == reuse(chttp, tokens, tokens) >= aligned(chttp, n - 1) > n - 70  # all but the last token, to a chunk end
+    assert cached(second) == reuse(chttp, tokens, tokens) > n - 8  # all but the template's opening of the answer
 
 
 def test_answer_cut_early_still_reports_its_cached_tokens(chttp: httpx.Client) -> None:
@@ -96,8 +89,8 @@ def test_growing_conversation(chttp: httpx.Client) -> None:
     grown = [*first, {"role": "assistant", "content": "Ropes hold things."}, {"role": "user", "content": "And knots?"}]
     r2 = chat(chttp, grown)
     expected = reuse(chttp, n_tokens(chttp, first), n_tokens(chttp, grown))
-    # the first prompt's last whole turn, past its last 64-token chunk
-    assert cached(r2) == expected > aligned(chttp, r1["usage"]["prompt_tokens"]) > 0
+    # the first prompt to the end of its last turn: all but the template's opening of the answer
+    assert cached(r2) == expected > r1["usage"]["prompt_tokens"] - 8
 
 
 def test_interleaved_conversations_both_hit(chttp: httpx.Client) -> None:

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from toolserve.engine.base import MediaSpan, media_key
-from toolserve.engine.slots import PREFILL_CHUNK, boundary, position
+from toolserve.engine.slots import boundary, chunk_cuts, position
 from toolserve.formats.template import MEDIA_MARKER, ChatTemplate, bundled_template_source
 
 # The shape of Qwen2-VL's template: content parts, an image part written as its placeholder.
@@ -52,22 +52,25 @@ def span(start: int, n_tokens: int, n_pos: int | None = None) -> MediaSpan:
 @pytest.mark.parametrize(
     ("limit", "media", "expect"),
     [
-        (200, [], 192),  # whole chunks only
-        (63, [], 0),
-        (200, [span(100, 50)], 192),  # after the image: chunk boundaries again
+        (1100, [], 1024),  # whole chunks only
+        (511, [], 0),
         (140, [span(100, 50)], 100),  # inside the image: back to its start
         (150, [span(100, 50)], 150),  # right at its end
         (170, [span(100, 50)], 150),  # the image's end beats the chunk before it
+        (700, [span(100, 50)], 662),  # after the image, chunks count from its end
         (300, [span(10, 300)], 10),
-        (400, [span(10, 100), span(120, 100)], 384),
         (230, [span(10, 100), span(120, 100)], 220),
+        (800, [span(10, 100), span(120, 100)], 732),
     ],
 )
 def test_reuse_boundaries(limit: int, media: list[MediaSpan], expect: int) -> None:
-    assert boundary(limit, media) == expect
-    b = boundary(limit, media)
+    prompt = [7] * 1200
+    for m in media:
+        prompt[m.start : m.end] = [m.key] * m.n_tokens
+    cuts = chunk_cuts(prompt, set(), media)
+    b = boundary(limit, cuts)
+    assert b == expect
     assert b <= limit and not any(m.start < b < m.end for m in media)
-    assert b % PREFILL_CHUNK == 0 or any(b in (m.start, m.end) for m in media)
 
 
 def test_positions_with_mrope_images() -> None:

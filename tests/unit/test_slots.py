@@ -8,7 +8,17 @@ from hypothesis import strategies as st
 
 from toolserve.engine.base import MediaSpan
 from toolserve.engine.prompt_cache import PromptCache
-from toolserve.engine.slots import PREFILL_CHUNK, SeqState, adapter_turn, boundary, lead, next_stop, plan, turn_cuts
+from toolserve.engine.slots import (
+    PREFILL_CHUNK,
+    Plan,
+    SeqState,
+    adapter_turn,
+    boundary,
+    chunk_cuts,
+    lead,
+    next_stop,
+    plan,
+)
 
 C = PREFILL_CHUNK
 A = list(range(1000, 1000 + 3 * C + 10))  # a conversation of 3 whole chunks and a bit
@@ -25,28 +35,37 @@ def cache() -> PromptCache:
     return PromptCache(1 << 30)
 
 
+END = 2  # an end-of-turn token
+
+
+def go(seqs: list[SeqState], prompt: list[int], c: PromptCache | None, media: list[MediaSpan] | None = None, adapter: int = 0) -> Plan:
+    """`plan` with the prompt's own chunk cuts, as the engine calls it."""
+    media = media or []
+    return plan(seqs, prompt, media, chunk_cuts(prompt, {END}, media), c, adapter)
+
+
 def test_a_conversation_goes_on_in_the_sequence_that_holds_it() -> None:
     seqs = [seq(0, B, 2 * C, used=2), seq(1, A[: 3 * C], used=1), seq(2)]
-    p = plan(seqs, [*A, 7, 7], [], cache())
+    p = go(seqs, [*A, 7, 7], cache())
     assert (p.target, p.reuse, p.source, p.snapshot, p.save) == (1, 3 * C, None, None, False)
 
 
 def test_a_prefix_held_by_a_busy_sequence_is_copied() -> None:
     seqs = [seq(0, [*SHARED, 1, 2], 2 * C, busy=True), seq(1, B, 2 * C, used=5), seq(2, used=1)]
-    p = plan(seqs, [*SHARED, 3, 4, 5], [], cache())
+    p = go(seqs, [*SHARED, 3, 4, 5], cache())
     assert (p.source, p.reuse) == (0, 2 * C)
     assert p.target == 2  # the empty sequence, not the one holding another conversation
 
 
 def test_reuse_stops_at_a_chunk_boundary_and_before_the_last_token() -> None:
     seqs = [seq(0, A, 3 * C)]
-    assert plan(seqs, A[: 3 * C], [], cache()).reuse == 2 * C  # the last token is read again for its logits
-    assert plan(seqs, A[: 2 * C + 5], [], cache()).reuse == 2 * C
+    assert go(seqs, A[: 3 * C], cache()).reuse == 2 * C  # the last token is read again for its logits
+    assert go(seqs, A[: 2 * C + 5], cache()).reuse == 2 * C
 
 
 def test_without_cache_nothing_is_reused() -> None:
     seqs = [seq(0, A, 3 * C, used=3), seq(1, used=1)]
-    p = plan(seqs, [*A, 1], [], None)
+    p = go(seqs, [*A, 1], None)
     assert (p.target, p.reuse, p.source, p.save) == (1, 0, None, False)
 
 
@@ -54,65 +73,109 @@ def test_a_snapshot_beats_a_shorter_live_prefix() -> None:
     c = cache()
     c.put(A[: 3 * C], 3 * C, b"x" * 10, 10)
     seqs = [seq(0, A[:C], C, used=1)]
-    p = plan(seqs, [*A, 1], [], c)
+    p = go(seqs, [*A, 1], c)
     assert p.snapshot is not None and p.reuse == 3 * C and p.target == 0
 
 
 def test_overwritten_content_is_saved_first_unless_held_elsewhere() -> None:
     seqs = [seq(0, A[: 3 * C], used=1)]
-    assert plan(seqs, B, [], cache()).save  # three chunks of A would be lost
+    assert go(seqs, B, cache()).save  # three chunks of A would be lost
     partial = [seq(0, A[:20], usable=0, used=1)]
-    assert not plan(partial, B, [], cache()).save  # no whole chunk: nothing reusable is lost
+    assert not go(partial, B, cache()).save  # no whole chunk: nothing reusable is lost
     twice = [seq(0, A[: 3 * C], used=1), seq(1, A[: 3 * C], busy=True)]
-    assert not plan(twice, B, [], cache()).save  # the busy sequence holds it too
+    assert not go(twice, B, cache()).save  # the busy sequence holds it too
     c = cache()
     c.put(A[: 3 * C], 3 * C, b"x", 1)
-    assert not plan(seqs, B, [], c).save  # a snapshot holds it already
+    assert not go(seqs, B, c).save  # a snapshot holds it already
 
 
 def test_least_recently_used_empty_or_idle_sequence_is_the_target() -> None:
     seqs = [seq(0, A[: 3 * C], used=1), seq(1, B[: 2 * C], used=2), seq(2, busy=True)]
-    assert plan(seqs, SHARED, [], cache()).target == 0
+    assert go(seqs, SHARED, cache()).target == 0
     seqs.append(seq(3, used=9))
-    assert plan(seqs, SHARED, [], cache()).target == 3  # an empty one first: nothing is lost
+    assert go(seqs, SHARED, cache()).target == 3  # an empty one first: nothing is lost
 
 
 def test_images_are_reused_whole() -> None:
     img = MediaSpan(start=C - 10, n_tokens=30, n_pos=30, key=-5)
     prompt = [*range(C - 10), *[-5] * 30, *range(50)]
     seqs = [seq(0, prompt[: C + 20 + 10], C + 20)]
-    p = plan(seqs, prompt, [img], cache())
+    p = go(seqs, prompt, cache(), [img])
     assert p.reuse == img.end  # not the chunk boundary inside the image
 
 
-@given(st.integers(0, 400), st.lists(st.tuples(st.integers(0, 300), st.integers(1, 60)), max_size=3))
-def test_chunks_never_cross_an_image_and_end_on_a_boundary(at: int, spans: list[tuple[int, int]]) -> None:
+def images(spans: list[tuple[int, int]]) -> list[MediaSpan]:
+    """Images at the given (start, size), moved apart so that they neither touch nor overlap."""
     media: list[MediaSpan] = []
     end = 0
     for start, n in sorted(spans):
         start = max(start, end + 1)
-        media.append(MediaSpan(start, n, n, -1))
+        media.append(MediaSpan(start, n, n, -1 - len(media)))
         end = start + n
-    length = max(at + 1, end + 1)
-    if any(m.start <= at < m.end for m in media):
-        return
-    stop = next_stop(at, length, media)
-    assert at < stop <= length
-    assert not any(m.start < stop < m.end or (at < m.start < stop) for m in media)
-    assert stop == length or stop % C == 0 or any(stop == m.start for m in media)
-    assert boundary(stop, media) == stop or stop == length
+    return media
+
+
+def with_images(text: list[int], media: list[MediaSpan]) -> list[int]:
+    """`text` with each image's tokens (its key, repeated) written over its span."""
+    out = list(text) + [7] * max(0, max((m.end for m in media), default=0) + 1 - len(text))
+    for m in media:
+        out[m.start : m.end] = [m.key] * m.n_tokens
+    return out
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from([7, 7, 7, END]), max_size=120), st.lists(st.tuples(st.integers(0, 100), st.integers(1, 20)), max_size=3))
+def test_chunks_never_cross_an_image_and_stay_within_their_size(text: list[int], spans: list[tuple[int, int]]) -> None:
+    media = images(spans)
+    prompt = with_images(text, media)
+    cuts = chunk_cuts(prompt, {END}, media, longest=16, least=6, near=30)
+    assert cuts == sorted(set(cuts)) and all(0 < c <= len(prompt) for c in cuts)
+    for m in media:
+        assert not any(m.start < c < m.end for c in cuts)
+        assert m.end in cuts and (m.start in cuts or m.start == 0 or m.start - 1 in [x.end - 1 for x in media])
+    at = 0
+    while at < len(prompt):  # a cold read, chunk by chunk, as the engine does it
+        image = next((m for m in media if m.start == at), None)
+        stop = image.end if image is not None else next_stop(at, len(prompt), cuts)
+        assert at < stop <= len(prompt)
+        if image is None:
+            assert stop - at <= 16 and not any(at < m.start < stop for m in media)
+            short = stop < len(prompt) and stop - at < 16 and stop not in [m.start for m in media]
+            if short:  # only a turn end cuts a chunk short, and far in only once it holds 6 tokens
+                assert prompt[stop - 1] == END and (stop - at >= 6 or at < 30)
+        assert boundary(stop, cuts) == stop or stop == len(prompt)
+        at = stop
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from([7, 8, END]), max_size=80), st.lists(st.sampled_from([7, 8, END]), max_size=40), st.lists(st.sampled_from([7, 9, END]), max_size=40))
+def test_where_chunks_end_depends_only_on_the_tokens_before(shared: list[int], tail_a: list[int], tail_b: list[int]) -> None:
+    """Two prompts that share a prefix are cut alike within it, its end included."""
+    a, b = shared + tail_a, shared + tail_b
+    k = len(shared)
+    for sizes in [{}, {"longest": 16, "least": 6, "near": 30}, {"longest": 5, "least": 3, "near": 0}]:
+        cuts_a, cuts_b = chunk_cuts(a, {END}, **sizes), chunk_cuts(b, {END}, **sizes)
+        assert [c for c in cuts_a if c <= k] == [c for c in cuts_b if c <= k]
+
+
+def test_a_turn_end_far_into_a_prompt_ends_a_chunk_only_once_it_is_long_enough() -> None:
+    cuts = chunk_cuts([*[7] * 600, END, *[7] * 40, END, *[7] * 30, END, 7, 7], {END})
+    assert cuts == [512, 601, 601 + 41 + 31]  # 40 tokens and a turn end: too short to end a chunk
+    near = chunk_cuts([*[7] * 20, END, *[7] * 10, END, 7], {END})
+    assert near == [21, 32]  # near the start every turn end does
 
 
 def test_lead_follows_a_common_prefix_only_past_the_start() -> None:
     other = [*SHARED, 1, 2, 3]
-    assert lead([*SHARED, 9, 9], [], other, 0) == 2 * C
-    assert lead([*SHARED, 9, 9], [], other, 2 * C) == 0
-    assert lead(B, [], other, 0) == 0
+    p = [*SHARED, 9, 9]
+    assert lead(p, [], chunk_cuts(p, {END}), other, 0) == 2 * C
+    assert lead(p, [], chunk_cuts(p, {END}), other, 2 * C) == 0
+    assert lead(B, [], chunk_cuts(B, {END}), other, 0) == 0
 
 
 def test_a_trimmed_conversation_is_saved_before_another_one_goes_on_from_its_prefix() -> None:
     seqs = [seq(0, [*SHARED, *A[: 2 * C]], 4 * C, used=1)]
-    p = plan(seqs, [*SHARED, *B], [], cache())
+    p = go(seqs, [*SHARED, *B], cache())
     assert (p.target, p.reuse, p.save) == (0, 2 * C, True)  # the shared prompt stays, A's two chunks go to a snapshot
 
 
@@ -120,15 +183,15 @@ def test_kv_computed_under_other_adapters_is_never_reused() -> None:
     tuned = seq(1, A[: 3 * C], used=1)
     tuned.adapter = 1
     seqs = [seq(0, used=2), tuned]
-    p = plan(seqs, [*A, 1], [], cache())  # the base model: the tuned sequence's KV is worthless
+    p = go(seqs, [*A, 1], cache())  # the base model: the tuned sequence's KV is worthless
     assert p.reuse == 0 and p.source is None
-    p = plan(seqs, [*A, 1], [], cache(), adapter=1)
+    p = go(seqs, [*A, 1], cache(), adapter=1)
     assert (p.target, p.reuse) == (1, 3 * C)
     c = cache()
     c.put(A[: 3 * C], 3 * C, b"x", 1, adapter=1)
-    p = plan([seq(0)], [*A, 1], [], c)
+    p = go([seq(0)], [*A, 1], c)
     assert p.snapshot is None and p.reuse == 0
-    p = plan([seq(0)], [*A, 1], [], c, adapter=1)
+    p = go([seq(0)], [*A, 1], c, adapter=1)
     assert p.snapshot is not None and p.reuse == 3 * C
 
 
@@ -136,7 +199,7 @@ def test_a_sequence_under_another_adapter_is_snapshotted_under_its_own() -> None
     tuned = seq(0, A[: 3 * C], used=1)
     tuned.adapter = 1
     base_copy = seq(1, A[: 3 * C], used=2, busy=True)  # the same tokens, under the base weights
-    p = plan([tuned, base_copy], B, [], cache())
+    p = go([tuned, base_copy], B, cache())
     assert p.target == 0 and p.save  # the base sequence does not hold what the tuned one would lose
 
 
@@ -162,16 +225,15 @@ def test_running_adapter_sets_each_get_their_turn(running: set[int], start: int,
         assert all(step - last.get(s, -1) <= limit * (len(sets) - 1) + 1 for s in sets if s in last or step >= limit * len(sets))
 
 
-# -- chunk ends after end-of-turn tokens (turn_cuts) -------------------------------------------------
-END = 2  # an end-of-turn token
+# -- chunk ends after end-of-turn tokens ----------------------------------------------------------
 
 
-def chunk_ends(prompt: list[int], media: list[MediaSpan], cuts: list[int]) -> list[int]:
+def cold_read(prompt: list[int], media: list[MediaSpan], cuts: list[int]) -> list[int]:
     """Where a cold read of `prompt` ends its chunks (each chunk is one batch)."""
     ends, at = [], 0
     while at < len(prompt):
         span = next((m for m in media if m.start == at), None)
-        at = span.end if span is not None else next_stop(at, len(prompt), media, cuts)
+        at = span.end if span is not None else next_stop(at, len(prompt), cuts)
         ends.append(at)
     return ends
 
@@ -179,20 +241,36 @@ def chunk_ends(prompt: list[int], media: list[MediaSpan], cuts: list[int]) -> li
 def test_a_shared_system_turn_is_reused_to_its_end_not_to_the_grid() -> None:
     system = [7] * 20 + [END]  # 21 tokens: shorter than a chunk
     a, b = [*system, *[8] * 20, END, 5, 5, 5], [*system, *[6] * 25, END, 5, 5, 5]
-    cuts_a, cuts_b = turn_cuts(a, {END}), turn_cuts(b, {END})
+    cuts_a = chunk_cuts(a, {END})
     assert cuts_a == [21, 42]
-    done = seq(0, a, boundary(len(a), [], cuts_a))
+    done = seq(0, a, boundary(len(a), cuts_a))
     assert done.usable == 42  # up to the template's opening of the answer
-    p = plan([done], b, [], cache(), cuts=cuts_b)
-    assert p.reuse == 21
-    assert plan([done], [*a, 9, 9, END, 5], [], cache(), cuts=turn_cuts([*a, 9, 9, END, 5], {END})).reuse == 42  # the next turn
-    assert turn_cuts([7] * 63 + [END] + [7] * 20, {END}) == []  # on the grid already
+    assert go([done], b, cache()).reuse == 21
+    assert go([done], [*a, 9, 9, END, 5], cache()).reuse == 42  # the next turn
 
 
-def test_chunks_end_after_each_turn_and_on_the_grid() -> None:
-    p = [7] * 60 + [END] + [7] * 8 + [END] + [7] * 3
-    assert turn_cuts(p, {END}) == [61, 70]
-    assert chunk_ends(p, [], turn_cuts(p, {END})) == [61, 64, 70, 73]
+def test_an_agent_turn_far_into_a_conversation_is_read_in_one_chunk_and_reused_whole() -> None:
+    history = [7] * 1000 + [END]
+    call, result, opening = [8] * 40 + [END], [9] * 150 + [END], [5, 5, 5]
+    turn = [*history, 5, *call, *result, *opening]  # the call alone is too short to end a chunk
+    cuts = chunk_cuts(turn, {END})
+    assert cold_read(turn, [], cuts)[-2:] == [len(history) + 1 + len(call) + len(result), len(turn)]
+    done = seq(0, turn, boundary(len(turn), cuts))
+    nxt = [*turn[: -len(opening)], 5, *[8] * 30, END, *[9] * 80, END, *opening]
+    assert go([done], nxt, cache()).reuse == len(turn) - len(opening)
+
+
+def test_a_prompt_whose_image_starts_where_it_parts_from_the_cached_one_does_not_reuse_that_chunk() -> None:
+    """An image starting at `s` ends a chunk at `s` in this prompt; the cached prompt had text
+    there, and read it in the same chunk as what came before."""
+    cached = [*[7] * 10, END, *[8] * 20]  # cuts at 11 only
+    img = MediaSpan(21, 5, 5, -9)
+    prompt = [*cached[:21], *[-9] * 5, 1, 1]
+    done = seq(0, cached, len(cached))  # as if all of it were whole chunks
+    assert chunk_cuts(prompt, {END}, [img])[:2] == [11, 21]
+    assert go([done], prompt, cache(), [img]).reuse == 11  # not 21: the cached read did not end a chunk there
+    twin = seq(0, prompt[:26], 26)
+    assert go([twin], [*prompt, 3], cache(), [img]).reuse == 26  # the same image: reused to its end
 
 
 def turns(token: int) -> st.SearchStrategy[list[int]]:
@@ -202,17 +280,17 @@ def turns(token: int) -> st.SearchStrategy[list[int]]:
 
 
 @settings(max_examples=400)
-@given(turns(7), turns(8), turns(9))
-def test_reuse_ends_where_both_prompts_cut_and_they_cut_alike_before(shared: list[int], tail_a: list[int], tail_b: list[int]) -> None:
+@given(turns(7), turns(8), turns(9), st.sampled_from([{}, {"longest": 16, "least": 6, "near": 30}, {"longest": 40, "least": 12, "near": 0}]))
+def test_reuse_ends_where_both_prompts_cut_and_they_cut_alike_before(shared: list[int], tail_a: list[int], tail_b: list[int], sizes: dict) -> None:
     """Reusing a conversation's KV for another prompt is exact: the reused prefix ends at a chunk
     end of both cold reads, and below it they cut in the same places."""
     a, b = [*shared, *tail_a], [*shared, *tail_b, 5]
-    cuts_a, cuts_b = turn_cuts(a, {END}), turn_cuts(b, {END})
-    ends_a, ends_b = chunk_ends(a, [], cuts_a), chunk_ends(b, [], cuts_b)
-    done = seq(0, a, boundary(len(a), [], cuts_a))
+    cuts_a, cuts_b = chunk_cuts(a, {END}, **sizes), chunk_cuts(b, {END}, **sizes)
+    ends_a, ends_b = cold_read(a, [], cuts_a), cold_read(b, [], cuts_b)
+    done = seq(0, a, boundary(len(a), cuts_a))
     assert done.usable == 0 or done.usable in ends_a
-    r = plan([done], b, [], cache(), cuts=cuts_b).reuse
+    r = plan([done], b, [], cuts_b, cache()).reuse
     if r:
         assert r in ends_a and r in ends_b
         assert [e for e in ends_a if e <= r] == [e for e in ends_b if e <= r]
-        assert lead(b, [], a, 0, cuts_b) >= r
+        assert lead(b, [], cuts_b, a, 0) >= r

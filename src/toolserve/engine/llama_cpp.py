@@ -33,12 +33,12 @@ from toolserve.engine.slots import (
     SeqState,
     adapter_turn,
     boundary,
+    chunk_cuts,
     lead,
     next_stop,
     plan,
     position,
     snapshot_media,
-    turn_cuts,
 )
 from toolserve.engine.vocab import VocabView
 from toolserve.errors import EngineFailure, InvalidRequest, ModelLoadError
@@ -167,7 +167,7 @@ class _Job:
         self.media = media
         self.adapter = adapter  # the engine's adapter set it runs under
         self.images = {m.start: m for m in media}
-        self.cuts: list[int] = []  # chunk ends after end-of-turn tokens (slots.turn_cuts), set at its start
+        self.cuts: list[int] = []  # where its prompt's chunks end (slots.chunk_cuts), set at its start
         self.seq: SeqState = SeqState(-1)
         self.at = 0  # prompt tokens in the sequence's KV
         self.n_past = 0  # positions in use in its sequence
@@ -198,7 +198,7 @@ class LlamaCppEngine:
         *,
         n_ctx: int = 4096,
         n_threads: int | None = None,
-        n_batch: int = 512,
+        n_batch: int = PREFILL_CHUNK,
         cache_ram_mb: int = 0,
         cache_type_k: str = "f16",
         cache_type_v: str = "f16",
@@ -217,6 +217,7 @@ class LlamaCppEngine:
         """`adapters`: the LoRA adapter sets requests may run under, by index (`submit`'s
         `adapter`); set 0 is the default (empty: the base weights)."""
         threads = n_threads or os.cpu_count() or 1
+        n_batch += parallel  # a whole prompt chunk fits beside one decode token of every other sequence
         if flash_attn is None:  # llama.cpp's automatic choice, as llama-server's default
             fa = llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO
         else:
@@ -258,7 +259,7 @@ class LlamaCppEngine:
         self.vocab = VocabView(model.vocab)
         self._vocab = model.vocab
         self._n_vocab = self.vocab.n_vocab
-        self._turn_ends = frozenset(self.vocab.eog_ids())  # a prompt chunk may end after one (slots.turn_cuts)
+        self._turn_ends = frozenset(self.vocab.eog_ids())  # a prompt chunk may end after one (slots.chunk_cuts)
         meta = self._llm.metadata
         self._n_batch = n_batch
         self._mtmd: object | None = None
@@ -528,8 +529,8 @@ class LlamaCppEngine:
         job.sampler = self._sampler(params, job.prompt)
         job.constraint = params.constraint() if params.constraint is not None else None
         job.max_tokens = min(params.max_tokens, self.info.n_ctx - len(job.prompt))
-        job.cuts = turn_cuts(job.prompt, self._turn_ends, job.media)
-        p = plan(self._seqs, job.prompt, job.media, self.cache, job.adapter, job.cuts)
+        job.cuts = chunk_cuts(job.prompt, self._turn_ends, job.media)
+        p = plan(self._seqs, job.prompt, job.media, job.cuts, self.cache, job.adapter)
         seq = self._seqs[p.target]
         if (p.save or p.snapshot is not None) and self._copies_pending:
             self._flush()
@@ -567,7 +568,7 @@ class LlamaCppEngine:
             # a prefix that another request is reading now is copied, not read twice
             for other in self._running:
                 if other.reading and other.leader is None and other.adapter == job.adapter:
-                    until = lead(job.prompt, job.media, other.prompt, reuse, job.cuts)
+                    until = lead(job.prompt, job.media, job.cuts, other.prompt, reuse)
                     if until > job.lead_until:
                         job.leader, job.lead_until = other, until
         self._running.append(job)
@@ -685,7 +686,7 @@ class LlamaCppEngine:
             if job.at in job.images:
                 images.append(job)
                 continue
-            stop = next_stop(job.at, len(job.prompt), job.media, job.cuts)
+            stop = next_stop(job.at, len(job.prompt), job.cuts)
             if size + stop - job.at > batch.capacity:
                 continue  # the batch is full: next step
             size += stop - job.at
@@ -708,7 +709,7 @@ class LlamaCppEngine:
             k = job.stop - job.at
             job.seq.tokens.extend(job.prompt[job.at : job.stop])
             job.at, job.n_past = job.stop, job.n_past + k
-            job.seq.usable = boundary(job.at, job.media, job.cuts)
+            job.seq.usable = boundary(job.at, job.cuts)
             if not job.reading:
                 self._sample(job, job.row)
         for job in images:
@@ -741,7 +742,7 @@ class LlamaCppEngine:
         job.seq.tokens.extend(job.prompt[image.start : image.end])
         job.seq.media.append(dataclasses.replace(image, handle=None))
         job.at, job.n_past = image.end, new_n_past.value
-        job.seq.usable = boundary(job.at, job.media, job.cuts)
+        job.seq.usable = boundary(job.at, job.cuts)
         if last:
             self._sample(job, -1)  # its logits are the last decode's
 

@@ -15,7 +15,7 @@ from toolserve.serving.registry import _KV_BYTES
 
 log = logging.getLogger(__name__)
 
-N_UBATCH = 512  # the engine's micro-batch (LlamaCppEngine's n_batch)
+N_UBATCH = 512  # the engine's micro-batch (LlamaCppEngine's n_batch, slots.PREFILL_CHUNK, plus one token per sequence)
 
 
 def gguf_shape(meta: dict[str, object], cache_type_k: str, cache_type_v: str) -> pl.GgufShape:
