@@ -108,3 +108,21 @@ def test_json_has_one_layout(smollm2_tokenizer, text: str, accepted: bool) -> No
     matcher = llguidance.LLMatcher(smollm2_tokenizer, response_format_grammar("json_schema", schema), log_level=0)
     ok = matcher.consume_tokens(smollm2_tokenizer.tokenize_str(text)) and matcher.is_accepting()
     assert ok is accepted
+
+
+def test_a_grammar_seen_before_is_not_compiled_again(smollm2_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    from toolserve.constrain.grammars import response_format_grammar
+    from toolserve.constrain.matcher import Constrainer
+    from toolserve.errors import InvalidRequest
+
+    c = Constrainer(lambda: smollm2_tokenizer, lambda t: b"", 49152)
+    grammar = response_format_grammar("json_schema", {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})
+    first, again = c.factory(grammar, param="response_format"), c.factory(grammar, param="response_format")
+    assert first._template is again._template  # the compiled matcher, shared
+    one, two = first(), again()  # each generation still gets its own copy of it
+    for token in smollm2_tokenizer.tokenize_str('{"a": 1'):
+        one.accept(token)
+    assert not one.abandoned and two.forbidden() is not None and not two.done()
+    for _ in range(2):  # a grammar that does not compile is refused every time, never remembered
+        with pytest.raises(InvalidRequest):
+            c.factory('start: "a" undefined_rule\n', param="tools")
