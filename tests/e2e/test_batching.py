@@ -18,6 +18,8 @@ import httpx
 import pytest
 
 from tests.conftest import Server
+from toolserve.engine.prompt_cache import common_prefix
+from toolserve.engine.slots import boundary, chunk_cuts
 
 NO_EOS = {"0": -100, "2": -100}
 # prompts whose greedy continuation this model gets right: a mixed-up logits row would not
@@ -112,16 +114,16 @@ def test_constraints_stay_per_request(quad: Server) -> None:
 
 
 def test_a_shared_prefix_is_read_once(quad: Server) -> None:
-    tokenize = httpx.post(f"{quad.url}/tokenize", json={"messages": [{"role": "system", "content": SYSTEM}]}).json()["tokens"]
-    chunk = int(health(quad)["prompt_cache"]["chunk_tokens"])
-    assert len(tokenize) > 3 * chunk
-    before = health(quad)
     bodies = [{"messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"Question {i}?"}], "max_tokens": 2}
               for i in range(4)]
+    one, two = (httpx.post(f"{quad.url}/tokenize", json={"messages": b["messages"]}).json()["tokens"] for b in bodies[:2])
+    (turn_end,) = httpx.post(f"{quad.url}/tokenize", json={"prompt": "<|im_end|>", "add_special_tokens": False}).json()["tokens"]
+    shared = boundary(common_prefix(one, two), chunk_cuts(one, {turn_end}))  # the system turn, to its end
+    assert shared == one.index(turn_end) + 1 > 300
+    before = health(quad)
     out = asyncio.run(gather(quad, "/v1/chat/completions", bodies))
     after = health(quad)
     cached = sorted(r["usage"]["prompt_tokens_details"]["cached_tokens"] for r in out)
-    shared = len(tokenize) - len(tokenize) % chunk  # the system turn's whole chunks (it ends before the user turn)
     assert cached[0] < shared <= cached[1] == cached[2] == cached[3]
     read = (after["prompt_tokens"] - before["prompt_tokens"]) - (after["cached_tokens"] - before["cached_tokens"])
     assert read == sum(r["usage"]["prompt_tokens"] - r["usage"]["prompt_tokens_details"]["cached_tokens"] for r in out)
