@@ -4,6 +4,10 @@ A system prompt of a few hundred tokens, 5 tools in OpenAI format and a user tas
 the history with k scripted assistant tool calls (fixed, never generated) and their tool results,
 and asks for the next response (max_tokens 16, temperature 0, streamed over HTTP with httpx).
 TTFT = time from sending the request to the first chunk carrying content or a tool-call delta.
+toolserve holds back the text of a tool call until the call is whole (or the answer ends), so
+its first delta comes after several generated tokens, where llama-server's `/completion`
+(setups 7, 8) streams its first token at once: `--max-tokens 1` makes both measure the time to
+the first generated token.
 
 Servers, measured in the same run, one at a time:
   0 toolserve, cache on   (`--cache-ram 512`, the default)
@@ -114,6 +118,7 @@ def messages(conv: str, turns: int) -> list[dict]:
     return out
 
 
+MAX_TOKENS = 16  # --max-tokens
 EXTRA: list[str] = []  # more toolserve flags (--toolserve-args)
 TOKENIZER: str | None = None  # a toolserve URL: setups 7-8 send its prompt tokens to llama-server
 
@@ -123,7 +128,7 @@ def ttft_tokens(client: httpx.Client, url: str, conv: str, turn: int) -> tuple[f
     ids to llama-server's /completion: both servers read exactly the same tokens."""
     assert TOKENIZER is not None
     tokens = client.post(f"{TOKENIZER}/tokenize", json={"messages": messages(conv, turn), "tools": TOOLS}).json()["tokens"]
-    body = {"prompt": tokens, "n_predict": 16, "temperature": 0, "stream": True, "cache_prompt": True}
+    body = {"prompt": tokens, "n_predict": MAX_TOKENS, "temperature": 0, "stream": True, "cache_prompt": True}
     first, cached = None, -1
     t0 = time.perf_counter()
     for chunk in sse_chunks(client, f"{url}/completion", body):
@@ -140,7 +145,7 @@ def ttft(client: httpx.Client, url: str, model: str, conv: str, turn: int) -> tu
     if TOKENIZER is not None:
         return ttft_tokens(client, url, conv, turn)
     body = {"model": model, "messages": messages(conv, turn), "tools": TOOLS, "tool_choice": "auto",
-            "max_tokens": 16, "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
+            "max_tokens": MAX_TOKENS, "temperature": 0, "stream": True, "stream_options": {"include_usage": True}}
     first, prompt, cached = None, -1, -1
     t0 = time.perf_counter()
     for chunk in sse_chunks(client, f"{url}/v1/chat/completions", body):
@@ -188,7 +193,10 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("--only", default="", help="comma-separated setup numbers 0-8 (default: all)")
     ap.add_argument("--toolserve-args", default="", help="extra arguments for toolserve serve, one string")
+    ap.add_argument("--max-tokens", type=int, default=16, help="tokens asked per turn (1: time to the first generated token)")
     args = ap.parse_args()
+    global MAX_TOKENS
+    MAX_TOKENS = args.max_tokens
     EXTRA.extend(args.toolserve_args.split())
     model = str(bundled_model())
     py = sys.executable
@@ -240,7 +248,7 @@ def main() -> None:
         tokenizers.clear()
         print(f"done: {name}", file=sys.stderr, flush=True)
 
-    print(f"TTFT ms per turn, median of {args.runs} runs (interleaved: of both conversations), max_tokens 16")
+    print(f"TTFT ms per turn, median of {args.runs} runs (interleaved: of both conversations), max_tokens {MAX_TOKENS}")
     print("prompt/cached tokens of conversation A, last run, in brackets")
     print("| turn | " + " | ".join(med) + " |")
     print("|---" * (len(med) + 1) + "|")
