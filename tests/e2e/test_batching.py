@@ -19,7 +19,9 @@ import pytest
 
 from tests.conftest import Server
 from toolserve.engine.prompt_cache import common_prefix
-from toolserve.engine.slots import boundary, chunk_cuts
+from toolserve.engine.slots import SeqState, chunk_cuts
+from toolserve.engine.vocab import Vocab
+from toolserve.modelfile import bundled_model
 
 NO_EOS = {"0": -100, "2": -100}
 # prompts whose greedy continuation this model gets right: a mixed-up logits row would not
@@ -118,8 +120,11 @@ def test_a_shared_prefix_is_read_once(quad: Server) -> None:
               for i in range(4)]
     one, two = (httpx.post(f"{quad.url}/tokenize", json={"messages": b["messages"]}).json()["tokens"] for b in bodies[:2])
     (turn_end,) = httpx.post(f"{quad.url}/tokenize", json={"prompt": "<|im_end|>", "add_special_tokens": False}).json()["tokens"]
-    shared = boundary(common_prefix(one, two), chunk_cuts(one, {turn_end}))  # the system turn, to its end
-    assert shared == one.index(turn_end) + 1 > 300
+    vocab = Vocab(str(bundled_model()))
+    turns = vocab.turns()
+    shared = SeqState(0, one, len(one), cuts=chunk_cuts(one, turns)).exact(two, chunk_cuts(two, turns))
+    vocab.close()
+    assert 300 < one.index(turn_end) < shared < common_prefix(one, two)  # the system turn and the user turn's opening
     before = health(quad)
     out = asyncio.run(gather(quad, "/v1/chat/completions", bodies))
     after = health(quad)

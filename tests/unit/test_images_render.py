@@ -7,7 +7,7 @@ import re
 import pytest
 
 from toolserve.engine.base import MediaSpan, media_key
-from toolserve.engine.slots import boundary, chunk_cuts, position
+from toolserve.engine.slots import Turns, boundary, chunk_cuts, position
 from toolserve.formats.template import MEDIA_MARKER, ChatTemplate, bundled_template_source
 
 # The shape of Qwen2-VL's template: content parts, an image part written as its placeholder.
@@ -67,7 +67,7 @@ def test_reuse_boundaries(limit: int, media: list[MediaSpan], expect: int) -> No
     prompt = [7] * 1200
     for m in media:
         prompt[m.start : m.end] = [m.key] * m.n_tokens
-    cuts = chunk_cuts(prompt, set(), media)
+    cuts = chunk_cuts(prompt, Turns(frozenset()), media)
     b = boundary(limit, cuts)
     assert b == expect
     assert b <= limit and not any(m.start < b < m.end for m in media)

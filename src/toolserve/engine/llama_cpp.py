@@ -259,7 +259,7 @@ class LlamaCppEngine:
         self.vocab = VocabView(model.vocab)
         self._vocab = model.vocab
         self._n_vocab = self.vocab.n_vocab
-        self._turn_ends = frozenset(self.vocab.eog_ids())  # a prompt chunk may end after one (slots.chunk_cuts)
+        self._turns = self.vocab.turns()  # where prompt chunks end (slots.chunk_cuts)
         meta = self._llm.metadata
         self._n_batch = n_batch
         self._mtmd: object | None = None
@@ -509,7 +509,7 @@ class LlamaCppEngine:
         llama_cpp.llama_memory_clear(self._mem, True)
         self._copies_pending = True  # a decode that failed may have left them queued
         for seq in self._seqs:
-            seq.tokens, seq.usable, seq.media, seq.busy = [], 0, [], False
+            seq.tokens, seq.usable, seq.media, seq.cuts, seq.busy = [], 0, [], [], False
 
     # -- admission: where a prompt starts ---------------------------------------------------------
     def _admit(self) -> None:
@@ -529,8 +529,8 @@ class LlamaCppEngine:
         job.sampler = self._sampler(params, job.prompt)
         job.constraint = params.constraint() if params.constraint is not None else None
         job.max_tokens = min(params.max_tokens, self.info.n_ctx - len(job.prompt))
-        job.cuts = chunk_cuts(job.prompt, self._turn_ends, job.media)
-        p = plan(self._seqs, job.prompt, job.media, job.cuts, self.cache, job.adapter)
+        job.cuts = chunk_cuts(job.prompt, self._turns, job.media)
+        p = plan(self._seqs, job.prompt, job.cuts, self.cache, job.adapter)
         seq = self._seqs[p.target]
         if (p.save or p.snapshot is not None) and self._copies_pending:
             self._flush()
@@ -552,6 +552,7 @@ class LlamaCppEngine:
             self._copy(self._seqs[p.source], seq, position(reuse, job.media))
             seq.tokens, seq.usable, seq.media = job.prompt[:reuse], reuse, snapshot_media(job.media, reuse)
         self._trim(seq, reuse)
+        seq.cuts = job.cuts  # it cut its first `reuse` tokens as the prompt does (slots.reach), and reads on so
         seq.adapter = job.adapter
         self._started += 1
         seq.busy, seq.used = True, self._started
@@ -568,7 +569,7 @@ class LlamaCppEngine:
             # a prefix that another request is reading now is copied, not read twice
             for other in self._running:
                 if other.reading and other.leader is None and other.adapter == job.adapter:
-                    until = lead(job.prompt, job.media, job.cuts, other.prompt, reuse)
+                    until = lead(job.prompt, job.cuts, other.prompt, other.cuts, reuse)
                     if until > job.lead_until:
                         job.leader, job.lead_until = other, until
         self._running.append(job)
@@ -576,7 +577,7 @@ class LlamaCppEngine:
 
     def _clear(self, seq: SeqState) -> None:
         llama_cpp.llama_memory_seq_rm(self._mem, seq.id, -1, -1)
-        seq.tokens, seq.usable, seq.media = [], 0, []
+        seq.tokens, seq.usable, seq.media, seq.cuts = [], 0, [], []
 
     def _trim(self, seq: SeqState, keep: int) -> None:
         """Keep the first `keep` tokens of a sequence (its whole prompt chunks), drop the rest."""
@@ -619,7 +620,7 @@ class LlamaCppEngine:
         buf = (ctypes.c_uint8 * size)()
         written = llama_cpp.llama_state_seq_get_data(self._ctx, buf, size, seq.id)
         if written:
-            self.cache.put(seq.tokens, seq.usable, buf, written, seq.media, seq.adapter)
+            self.cache.put(seq.tokens, seq.usable, buf, written, seq.media, seq.adapter, seq.cuts)
 
     def _follow(self, job: _Job, final: bool = False) -> None:
         """Once the job's leader has read their shared prefix (or stops reading, or ends:

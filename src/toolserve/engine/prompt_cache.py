@@ -17,7 +17,7 @@ index of the adapter set it was computed with, and only serves prompts run with 
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,7 @@ class CacheEntry:
     nbytes: int
     media: tuple[Any, ...] = ()  # the engine's MediaSpans inside `tokens` (images)
     adapter: int = 0  # the engine's adapter set the KV was computed with
+    cuts: tuple[int, ...] = ()  # where the read that computed it ended its chunks, up to `usable`
 
     def reusable(self, prompt: Sequence[int], adapter: int = 0) -> int:
         if adapter != self.adapter:
@@ -70,12 +71,13 @@ class PromptCache:
     def nbytes(self) -> int:
         return sum(e.nbytes for e in self._entries.values())
 
-    def best(self, prompt: Sequence[int], adapter: int = 0) -> tuple[CacheEntry | None, int]:
-        """The entry sharing the longest prefix with `prompt` (under the same adapters), and that length."""
+    def best(self, prompt: Sequence[int], reach: Callable[[Sequence[int], int], int], adapter: int = 0) -> tuple[CacheEntry | None, int]:
+        """The entry the most of `prompt` may start from (under the same adapters), and how much:
+        `reach(entry's cuts, tokens shared)` says how much of a shared prefix is exact to reuse."""
         best: CacheEntry | None = None
         best_len = 0
         for entry in self._entries.values():
-            n = entry.reusable(prompt, adapter)
+            n = reach(entry.cuts, entry.reusable(prompt, adapter))
             if n > best_len:
                 best, best_len = entry, n
         return best, best_len
@@ -88,7 +90,7 @@ class PromptCache:
         return any(e.reusable(tokens, adapter) >= usable for e in self._entries.values())
 
     def put(
-        self, tokens: Sequence[int], usable: int, snapshot: Any, nbytes: int, media: Sequence[Any] = (), adapter: int = 0
+        self, tokens: Sequence[int], usable: int, snapshot: Any, nbytes: int, media: Sequence[Any] = (), adapter: int = 0, cuts: Sequence[int] = ()
     ) -> bool:
         """Store a snapshot; entries it makes redundant go, then the least recently used ones
         until the budget holds. A snapshot larger than the whole budget is not stored."""
@@ -100,7 +102,7 @@ class PromptCache:
         while self._entries and self.nbytes + nbytes > self.budget:
             self._entries.popitem(last=False)
             self.stats.evictions += 1
-        self._entries[(adapter, key)] = CacheEntry(key, usable, snapshot, nbytes, tuple(media), adapter)
+        self._entries[(adapter, key)] = CacheEntry(key, usable, snapshot, nbytes, tuple(media), adapter, tuple(c for c in cuts if c <= usable))
         self.stats.saves += 1
         self._sync()
         return True

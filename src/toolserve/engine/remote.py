@@ -108,6 +108,7 @@ class RemoteEngine:
         self._ids = itertools.count()
         self._ready = False
         self._closing = False
+        self._dispatching = False  # a dispatch is queued on the event loop (`submit`)
         self._failures = 0  # crashes since a request last finished
         self._rss: float | None = None
         self.failed: str | None = None  # why the engine gave up (then every request gets it)
@@ -367,21 +368,27 @@ class RemoteEngine:
         with self._lock:
             gen.rid = next(self._ids)
             self._queue.append((gen, list(prompt), params, list(media), adapter))
-        self._dispatch()
+        if not self._dispatching:  # after the requests the event loop has ready to run now
+            self._dispatching = True
+            asyncio.get_running_loop().call_soon(self._dispatch_soon)
         return gen
 
+    def _dispatch_soon(self) -> None:
+        self._dispatching = False
+        self._dispatch()
+
     def _dispatch(self) -> None:
-        """Send waiting requests while the engine process has room."""
-        while True:
-            with self._lock:
-                if not self._ready or not self._queue or len(self._gens) >= self.slots:
-                    return
+        """Send waiting requests while the engine process has room, in one message: requests
+        that arrive together start reading their prompts in the same engine step."""
+        with self._lock:
+            batch = []
+            while self._ready and self._queue and len(self._gens) < self.slots:
                 gen, prompt, params, media, adapter = self._queue.popleft()
                 self._gens[gen.rid] = gen
-            try:
-                self._send(("submit", gen.rid, prompt, params, media, adapter))
-            except OSError:
-                return  # the reader notices the death and ends it
+                batch.append((gen.rid, prompt, params, media, adapter))
+        if batch:
+            with contextlib.suppress(OSError):  # the reader notices the death and ends them
+                self._send(("submit", batch))
 
     def _cancel(self, gen: _RemoteGen) -> None:
         with self._lock:

@@ -7,14 +7,20 @@ of the same conversation finds it; a new request may also copy a prefix out of a
 decides which; the engine does the KV operations.
 
 Exactness: llama.cpp's numbers depend on the batch they were computed in. Prompts are read in
-chunks, at most one chunk per sequence per step, and only whole chunks are reused. Where the
-chunks end (`chunk_cuts`) depends only on the tokens before each end, so two prompts sharing a
-prefix are cut the same way inside it, and reusing a chunk computes what reading it would. A
-chunk ends:
+chunks, at most one chunk per sequence per step, and only whole chunks are reused. A chunk ends
+(`chunk_cuts`):
 - at an image's start and end (images are evaluated whole);
-- just after an end-of-turn token, so that a shared system prompt, tool list or earlier turn is
-  reused to its last token; far into a prompt only once the chunk holds TURN_CHUNK_MIN tokens;
+- at the end of a chat turn, so that a shared system prompt, tool list or earlier turn is
+  reused to its last token: just after the next turn's opening when one follows the
+  end-of-turn token (`<|im_end|>\n<|im_start|>user\n`: the opening is shared too, and a
+  generation prompt ends with one, so a conversation's next request reuses all of the previous
+  prompt), else just after the end-of-turn token. Far into a prompt a turn ends a chunk only
+  once the chunk holds TURN_CHUNK_MIN tokens;
 - after PREFILL_CHUNK tokens at the latest (what one step reads of a prompt).
+KV is reused up to a cut only where the two reads, the one that computed it and the one of the
+new prompt, cut alike up to that point (`reach`): they then read that prefix in the same
+batches. Where a cut lies depends on the tokens before it and a few after it (an opening, an
+image start), so two prompts that share a prefix cut alike within it but for its last tokens.
 With one sequence (`--parallel 1`) that makes a cache hit compute exactly what a miss computes;
 with several, the other sequences' rows in the same batch change the rounding, so a hit answers
 like a miss only up to rounding (see docs/architecture.md).
@@ -33,46 +39,84 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from toolserve.engine.base import MediaSpan
 from toolserve.engine.prompt_cache import CacheEntry, PromptCache, common_prefix
 
 PREFILL_CHUNK = 512  # the longest prompt chunk: what one step reads of one prompt
-TURN_CHUNK_MIN = 64  # far into a prompt, a turn end ends a chunk only once it is this long
-NEAR_START = 512  # ... and a chunk starting before this index ends at any turn end
+TURN_CHUNK_MIN = 64  # far into a prompt, a turn ends a chunk only once it is this long
+NEAR_START = 512  # ... and a chunk starting before this index ends at any turn's end
+OPENING_MAX = 8  # the longest turn opening looked for after an end-of-turn token
 SAVE_MIN_DISCARD = 32  # snapshot a sequence's KV before it is overwritten only when this many tokens would be lost
+
+
+@dataclass(frozen=True)
+class Turns:
+    """How a vocabulary marks chat turns: `ends`, its end-of-generation tokens; a turn's opening
+    is a control token (`<|im_start|>`, `<start_of_turn>`, `<|start_header_id|>`) and the tokens
+    after it up to the first one holding a newline (`newline`)."""
+
+    ends: frozenset[int]
+    controls: frozenset[int] = frozenset()
+    newline: Callable[[int], bool] = lambda token: False
+
+
+def opening(prompt: Sequence[int], at: int, turns: Turns, stop: int) -> int:
+    """Where the turn opening that starts at `at` (just after an end-of-turn token) ends, or
+    `at` when none starts there: within OPENING_MAX tokens and before `stop`, newlines at most,
+    a control token, then anything up to a token holding a newline, with no end-of-turn token
+    between."""
+    control = False
+    for i in range(at, min(at + OPENING_MAX, stop)):
+        t = prompt[i]
+        if t in turns.ends:
+            break
+        if t in turns.controls:
+            control = True
+        elif turns.newline(t):
+            if control:
+                return i + 1
+        elif not control:
+            break  # text, not a turn's opening
+    return at
 
 
 def chunk_cuts(
     prompt: Sequence[int],
-    turn_ends: frozenset[int] | set[int],
+    turns: Turns,
     media: Sequence[MediaSpan] = (),
     longest: int = PREFILL_CHUNK,
     least: int = TURN_CHUNK_MIN,
     near: int = NEAR_START,
 ) -> list[int]:
-    """Where the chunks of a prompt end, ascending (the prompt's own end is not one, unless a rule
-    puts one there): whether there is a cut at `c` depends only on the tokens before `c`, and on
-    whether an image starts at `c`. `longest`, `least`, `near`: PREFILL_CHUNK, TURN_CHUNK_MIN
-    and NEAR_START (tests shrink them)."""
+    """Where the chunks of a prompt end, ascending. The prompt's own end is not one, unless a
+    rule puts one there (a generation prompt ending with the answer's opening). `longest`,
+    `least`, `near`: PREFILL_CHUNK, TURN_CHUNK_MIN and NEAR_START (tests shrink them)."""
     n = len(prompt)
     images = {m.start: m.end for m in media}
     cuts: list[int] = []
     start = i = 0
+    turn_end = -1  # where the turn being closed ends (just after its opening's last token)
     while i < n:
         if i in images:
             if i > start:
                 cuts.append(i)
             start = i = images[i]
             cuts.append(i)
+            turn_end = -1
             continue
         i += 1
+        if prompt[i - 1] in turns.ends:
+            stop = min([n, *(m.start for m in media if m.start >= i)])
+            turn_end = opening(prompt, i, turns, stop)
         size = i - start
-        if size >= longest or (prompt[i - 1] in turn_ends and (size >= least or start < near)):
+        if size >= longest or (i == turn_end and (size >= least or start < near)):
             cuts.append(i)
             start = i
+        if i >= turn_end:
+            turn_end = -1
     return cuts
 
 
@@ -95,15 +139,15 @@ def position(index: int, media: Sequence[MediaSpan]) -> int:
     return index - sum(m.n_tokens - m.n_pos for m in media if m.end <= index)
 
 
-def reach(prompt: Sequence[int], media: Sequence[MediaSpan], cuts: Sequence[int], held: Sequence[int], n: int) -> int:
-    """How much of `prompt` may start from KV that holds the tokens `held`, of which the first
-    `n` are whole chunks shared with the prompt: the last of the prompt's cuts up to `n` that is a
-    chunk end of `held`'s read too, and before the prompt's last token (read again for its
-    logits). Below `n` the two reads cut alike; at `n` itself a cut that depends on what follows
-    (an image starting there) may be the prompt's alone."""
-    best = boundary(min(n, len(prompt) - 1), cuts)
-    if best < len(held) and held[best] != prompt[best] and any(m.start == best for m in media):
-        best = boundary(best - 1, cuts)  # held's chunk may run on past where the prompt's image starts
+def reach(cuts: Sequence[int], held: Sequence[int], n: int) -> int:
+    """How much of a prompt whose chunks end at `cuts` may start from KV read with chunk ends
+    `held`, of which the first `n` tokens are shared with the prompt: the last cut up to `n`
+    before which the two reads cut alike (so that they read that prefix in the same batches)."""
+    best = 0
+    for mine, theirs in zip(cuts, held, strict=False):
+        if mine != theirs or mine > n:
+            break
+        best = mine
     return best
 
 
@@ -118,11 +162,16 @@ class SeqState:
     busy: bool = False  # a request runs in it
     used: int = 0  # when it last started a request (for least-recently-used choice)
     adapter: int = 0  # the adapter set its KV was computed with
+    cuts: list[int] = field(default_factory=list)  # where the read that computed them ended its chunks
 
     def reusable(self, prompt: Sequence[int], adapter: int = 0) -> int:
         if adapter != self.adapter:
             return 0
         return min(common_prefix(self.tokens, prompt), self.usable)
+
+    def exact(self, prompt: Sequence[int], cuts: Sequence[int], adapter: int = 0) -> int:
+        """How much of `prompt` (chunks ending at `cuts`) may start from this sequence's KV."""
+        return reach(cuts, self.cuts, min(self.reusable(prompt, adapter), len(prompt) - 1))
 
 
 @dataclass(frozen=True)
@@ -141,7 +190,6 @@ class Plan:
 def plan(
     seqs: Sequence[SeqState],
     prompt: Sequence[int],
-    media: Sequence[MediaSpan],
     cuts: Sequence[int],
     cache: PromptCache | None,
     adapter: int = 0,
@@ -153,39 +201,35 @@ def plan(
     idle = [s for s in seqs if not s.busy]
     if not idle:
         raise ValueError("no idle sequence")
-
-    def exact(n: int, held: Sequence[int]) -> int:
-        return reach(prompt, media, cuts, held, n)
-
     if cache is None:
         target = min(idle, key=lambda s: s.used)
         return Plan(target.id, 0)
     # the best live source: an idle sequence is reused in place, a busy one is copied from
-    best_live = max(seqs, key=lambda s: (exact(s.reusable(prompt, adapter), s.tokens), not s.busy))
-    live = exact(best_live.reusable(prompt, adapter), best_live.tokens)
-    entry, entry_len = cache.best(prompt, adapter)
-    from_snapshot = entry is not None and exact(entry_len, entry.tokens) > live
+    best_live = max(seqs, key=lambda s: (s.exact(prompt, cuts, adapter), not s.busy))
+    live = best_live.exact(prompt, cuts, adapter)
+    entry, from_entry = cache.best(prompt, lambda held, n: reach(cuts, held, min(n, len(prompt) - 1)), adapter)
+    from_snapshot = entry is not None and from_entry > live
     if not from_snapshot and live > 0 and not best_live.busy:
         target = best_live  # the conversation goes on where it is
     else:  # the idle sequence whose content is worth least: empty, else least recently used
         target = min(idle, key=lambda s: (s.usable > 0, s.used))
-    keep = exact(target.reusable(prompt, adapter), target.tokens)
+    keep = target.exact(prompt, cuts, adapter)
     save = target.usable - keep >= SAVE_MIN_DISCARD and not cache.covers(target.tokens, target.usable, target.adapter) and not any(
         o is not target and o.reusable(target.tokens, target.adapter) >= target.usable for o in seqs
     )
     if from_snapshot:
         assert entry is not None
-        return Plan(target.id, exact(entry_len, entry.tokens), snapshot=entry, save=save)
+        return Plan(target.id, from_entry, snapshot=entry, save=save)
     if live > keep:
         return Plan(target.id, live, source=best_live.id, save=save)
     return Plan(target.id, keep, save=save)
 
 
-def lead(prompt: Sequence[int], media: Sequence[MediaSpan], cuts: Sequence[int], other: Sequence[int], start: int) -> int:
+def lead(prompt: Sequence[int], cuts: Sequence[int], other: Sequence[int], other_cuts: Sequence[int], start: int) -> int:
     """How far a prompt can follow another prompt being read now (whose prefix the engine can
-    copy instead of computing it twice): the exact boundary of their common prefix, if it goes
+    copy instead of computing it twice): the exact reach of their common prefix, if it goes
     beyond `start`, else 0."""
-    n = reach(prompt, media, cuts, other, common_prefix(prompt, other))
+    n = reach(cuts, other_cuts, min(common_prefix(prompt, other), len(prompt) - 1))
     return n if n > start else 0
 
 

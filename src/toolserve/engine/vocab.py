@@ -17,6 +17,7 @@ from typing import Any
 
 import llama_cpp
 
+from toolserve.engine.slots import Turns
 from toolserve.errors import EngineFailure, ModelLoadError
 
 
@@ -58,6 +59,15 @@ class VocabView:
         if self._eog is None:
             self._eog = [t for t in range(self.n_vocab) if self.is_eog(t)]
         return list(self._eog)
+
+    def control_ids(self) -> list[int]:
+        """Every control token (`<|im_start|>`, `<start_of_turn>`, ...), in id order."""
+        control = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
+        return [t for t in range(self.n_vocab) if llama_cpp.llama_vocab_get_attr(self.vocab, t) & control]
+
+    def turns(self) -> Turns:
+        """How this vocabulary's chat turns end and open (where the engine ends prompt chunks)."""
+        return Turns(frozenset(self.eog_ids()), frozenset(self.control_ids()), lambda t: b"\n" in self.token_piece(t))
 
     def grammar_tokenizer(self) -> object:
         """llguidance's view of this vocabulary, with every end-of-generation token."""

@@ -4,7 +4,8 @@
 socketpair as FD. Messages are pickled tuples (multiprocessing's Connection framing):
 
   in:  ("load", kwargs)                      LlamaCppEngine(**kwargs); answers ("ready", info, slots) or ("failed", message)
-       ("submit", rid, prompt, params, media, adapter)
+       ("submit", [(rid, prompt, params, media, adapter), ...])   the requests sent together,
+                                             queued at once so that they start in one engine step
        ("cancel", rid)
        ("call", cid, method, args)           tokenize_image; answers ("reply", cid, ok, value)
        ("fault", kind)                       test-only, after the next step (sent only when TOOLSERVE_TEST_FAULTS=1)
@@ -149,22 +150,24 @@ def serve(conn: Connection) -> None:
         except (EOFError, OSError):
             os._exit(0)  # the server is gone: nothing here is worth finishing
         what = msg[0]
-        if what == "submit":
-            _, rid, prompt, params, media, adapter = msg
-            gen = gens[rid] = _Gen(rid, out, gens)
-            try:
-                if params.constraint is not None:
-                    params.constraint.bind(constrainer)
-                media = [dataclasses.replace(m, handle=handles.pop(m.handle)) for m in media]
-            except KeyError:
-                gen.close(None, ToolserveError("an image of this request was encoded by an engine process that has since restarted; send the request again"))
-                out.flush()
-                continue
-            except ToolserveError as exc:
-                gen.close(None, exc)
-                out.flush()
-                continue
-            engine.enqueue(gen, prompt, params, media, adapter)
+        if what == "submit":  # the requests the server sent together: prepared first, queued at once
+            ready = []
+            for rid, prompt, params, media, adapter in msg[1]:
+                gen = gens[rid] = _Gen(rid, out, gens)
+                try:
+                    if params.constraint is not None:
+                        params.constraint.bind(constrainer)
+                    media = [dataclasses.replace(m, handle=handles.pop(m.handle)) for m in media]
+                except KeyError:
+                    gen.close(None, ToolserveError("an image of this request was encoded by an engine process that has since restarted; send the request again"))
+                    continue
+                except ToolserveError as exc:
+                    gen.close(None, exc)
+                    continue
+                ready.append((gen, prompt, params, media, adapter))
+            out.flush()
+            for job in ready:
+                engine.enqueue(*job)
         elif what == "cancel":
             running = gens.get(msg[1])
             if running is not None:
