@@ -71,13 +71,18 @@ class PromptCache:
     def nbytes(self) -> int:
         return sum(e.nbytes for e in self._entries.values())
 
-    def best(self, prompt: Sequence[int], reach: Callable[[Sequence[int], int], int], adapter: int = 0) -> tuple[CacheEntry | None, int]:
+    def best(
+        self, prompt: Sequence[int], adapter: int = 0, reach: Callable[[Sequence[int], int], int] | None = None
+    ) -> tuple[CacheEntry | None, int]:
         """The entry the most of `prompt` may start from (under the same adapters), and how much:
-        `reach(entry's cuts, tokens shared)` says how much of a shared prefix is exact to reuse."""
+        `reach(entry's cuts, tokens shared)` says how much of a shared prefix is exact to reuse
+        (by default all of it)."""
         best: CacheEntry | None = None
         best_len = 0
         for entry in self._entries.values():
-            n = reach(entry.cuts, entry.reusable(prompt, adapter))
+            n = entry.reusable(prompt, adapter)
+            if reach is not None:
+                n = reach(entry.cuts, n)
             if n > best_len:
                 best, best_len = entry, n
         return best, best_len

@@ -207,7 +207,7 @@ def plan(
     # the best live source: an idle sequence is reused in place, a busy one is copied from
     best_live = max(seqs, key=lambda s: (s.exact(prompt, cuts, adapter), not s.busy))
     live = best_live.exact(prompt, cuts, adapter)
-    entry, from_entry = cache.best(prompt, lambda held, n: reach(cuts, held, min(n, len(prompt) - 1)), adapter)
+    entry, from_entry = cache.best(prompt, adapter, lambda held, n: reach(cuts, held, min(n, len(prompt) - 1)))
     from_snapshot = entry is not None and from_entry > live
     if not from_snapshot and live > 0 and not best_live.busy:
         target = best_live  # the conversation goes on where it is
