@@ -277,7 +277,16 @@ def test_raw_tool_calls_enforced_through_guided_json(raw_json: Server, choice: A
 
 
 def test_raw_tool_choice_auto_gives_a_parseable_call(raw_json: Server) -> None:
-    m = both(client_of(raw_json), model="raw-json", messages=ASK, tools=[WEATHER], temperature=0, max_tokens=120)
+    # after a first call in the history: asked alone, the 135M model's pick between a call and an
+    # answer is a near tie that the rounding of how the prompt was read can turn either way
+    ask = [
+        {"role": "user", "content": "What's the weather like in Berlin today?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Berlin"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": '{"temperature": 12, "sky": "cloudy"}'},
+        {"role": "assistant", "content": "It is 12 degrees and cloudy in Berlin."},
+        *ASK,
+    ]
+    m = both(client_of(raw_json), model="raw-json", messages=ask, tools=[WEATHER], temperature=0, max_tokens=120)
     assert_valid_calls(m, {"get_weather"})
     assert m["content"] == ""
 
