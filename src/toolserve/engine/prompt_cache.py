@@ -5,10 +5,11 @@ entry serves a prompt best and which entries to drop. A snapshot is any object w
 in bytes (the engine stores ctypes buffers).
 
 Each entry has a `usable` length: how many of its tokens may be reused. The engine evaluates
-prompts in chunks whose ends depend only on the tokens before them (engine/slots.py), so that
-a reused prefix holds exactly the numbers a fresh evaluation would compute; only whole chunks
-of a prompt are usable (generated tokens and a prompt's last partial chunk were computed in
-other batch shapes).
+prompts in chunks and keeps, with each entry, where the read that computed it ended them
+(`cuts`); a prompt reuses an entry only up to where its own chunks end alike (engine/slots.py
+`reach`), so that a reused prefix holds exactly the numbers a fresh evaluation would compute.
+Only whole chunks of a prompt are usable (generated tokens and a prompt's last partial chunk
+were computed in other batch shapes).
 
 KV computed under one set of LoRA adapters is worthless under another: every entry carries the
 index of the adapter set it was computed with, and only serves prompts run with the same set.

@@ -139,10 +139,12 @@ def position(index: int, media: Sequence[MediaSpan]) -> int:
     return index - sum(m.n_tokens - m.n_pos for m in media if m.end <= index)
 
 
-def reach(cuts: Sequence[int], held: Sequence[int], n: int) -> int:
-    """How much of a prompt whose chunks end at `cuts` may start from KV read with chunk ends
-    `held`, of which the first `n` tokens are shared with the prompt: the last cut up to `n`
-    before which the two reads cut alike (so that they read that prefix in the same batches)."""
+def reach(prompt: Sequence[int], cuts: Sequence[int], held: Sequence[int], n: int) -> int:
+    """How much of `prompt` (its chunks ending at `cuts`) may start from KV read with chunk ends
+    `held`, of which the first `n` tokens are shared with the prompt: the last cut up to `n`,
+    and before the prompt's last token (read again for its logits), before which the two reads
+    cut alike (so that they read that prefix in the same batches)."""
+    n = min(n, len(prompt) - 1)
     best = 0
     for mine, theirs in zip(cuts, held, strict=False):
         if mine != theirs or mine > n:
@@ -171,7 +173,7 @@ class SeqState:
 
     def exact(self, prompt: Sequence[int], cuts: Sequence[int], adapter: int = 0) -> int:
         """How much of `prompt` (chunks ending at `cuts`) may start from this sequence's KV."""
-        return reach(cuts, self.cuts, min(self.reusable(prompt, adapter), len(prompt) - 1))
+        return reach(prompt, cuts, self.cuts, self.reusable(prompt, adapter))
 
 
 @dataclass(frozen=True)
@@ -207,7 +209,7 @@ def plan(
     # the best live source: an idle sequence is reused in place, a busy one is copied from
     best_live = max(seqs, key=lambda s: (s.exact(prompt, cuts, adapter), not s.busy))
     live = best_live.exact(prompt, cuts, adapter)
-    entry, from_entry = cache.best(prompt, adapter, lambda held, n: reach(cuts, held, min(n, len(prompt) - 1)))
+    entry, from_entry = cache.best(prompt, adapter, lambda held, n: reach(prompt, cuts, held, n))
     from_snapshot = entry is not None and from_entry > live
     if not from_snapshot and live > 0 and not best_live.busy:
         target = best_live  # the conversation goes on where it is
@@ -229,7 +231,7 @@ def lead(prompt: Sequence[int], cuts: Sequence[int], other: Sequence[int], other
     """How far a prompt can follow another prompt being read now (whose prefix the engine can
     copy instead of computing it twice): the exact reach of their common prefix, if it goes
     beyond `start`, else 0."""
-    n = reach(cuts, other_cuts, min(common_prefix(prompt, other), len(prompt) - 1))
+    n = reach(prompt, cuts, other_cuts, common_prefix(prompt, other))
     return n if n > start else 0
 
 
