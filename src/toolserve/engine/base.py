@@ -147,6 +147,14 @@ class Generation:
         self.finish_reason = finish_reason
         self._hand_over(error)
 
+    # -- engine side, on the event loop (events read there: engine/remote.py) ------------
+    def deliver(self, event: TokenEvent) -> None:
+        self._queue.put_nowait(event)
+
+    def finish(self, finish_reason: str | None = None, error: BaseException | None = None) -> None:
+        self.finish_reason = finish_reason
+        self._queue.put_nowait(error)
+
     # -- consumer side (event loop) ------------------------------------------------------
     def fail(self, error: BaseException) -> None:
         """End the stream from the event loop: the reader gets `error`; the engine stops."""

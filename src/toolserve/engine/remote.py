@@ -9,6 +9,13 @@ LlamaCppEngine's settings and keeps, in this process, only the model's vocabular
 their sampling settings (a grammar as its text); the engine process sends back one message per
 step with every token it sampled.
 
+Two sockets join the processes. The control socket (loading, requests, image calls and their
+replies, closing) is read by a supervisor thread, which also watches for hangs and restarts the
+process. The events socket carries the per-step token events and is read on the event loop
+itself (`loop.add_reader`), where the streams consume them: a token reaches its stream with one
+wake-up of the server process, not a reader thread's and then the loop's (on a machine whose
+cores all run llama.cpp's threads, every wake-up of the server stalls a decode step).
+
 At most `slots` requests are in the engine process at a time; the rest wait here, so that a
 crash loses only the requests that were running. When the process dies, or sends nothing for
 `hang_timeout` seconds while requests run (it is then killed), those requests end at once with
@@ -118,7 +125,11 @@ class RemoteEngine:
         self.stats = EngineStats()
         self._base = (0, 0, 0, 0)  # counters of the engine processes before the current one
         self._last = (0, 0, 0, 0)
-        self._proc, self._conn, ready = self._spawn()
+        self._loop: asyncio.AbstractEventLoop | None = None  # the event loop that reads the events socket
+        self._reading: Connection | None = None  # the last events connection given to a loop (which closes it)
+        self._steps = 0  # events messages read (the supervisor tells a busy engine from a hung one)
+        self._econn: Connection | None  # the current process's events (None once it is gone)
+        self._proc, self._conn, self._econn, ready = self._spawn()
         self.info: ModelInfo = ready[0]
         self.slots: int = ready[1]
         self.cache = _CacheView(ready[2], CacheStats()) if ready[2] is not None else None
@@ -129,33 +140,38 @@ class RemoteEngine:
         except ModelLoadError:
             self._stop_process()
             raise
-        self._reader = threading.Thread(target=self._read, name="toolserve-engine-reader", daemon=True)
+        self._reader = threading.Thread(target=self._read, name="toolserve-engine-supervisor", daemon=True)
         self._reader.start()
 
     # -- the process ---------------------------------------------------------------------------
-    def _spawn(self) -> tuple[subprocess.Popen[bytes], Connection, tuple[Any, ...]]:
+    def _spawn(self) -> tuple[subprocess.Popen[bytes], Connection, Connection, tuple[Any, ...]]:
+        """Start an engine process; its control and events connections and its "ready" message."""
         ours, theirs = socket.socketpair()
+        ev_ours, ev_theirs = socket.socketpair()
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "toolserve.engine.worker", str(theirs.fileno())],
-                pass_fds=[theirs.fileno()],
+                [sys.executable, "-m", "toolserve.engine.worker", str(theirs.fileno()), str(ev_theirs.fileno())],
+                pass_fds=[theirs.fileno(), ev_theirs.fileno()],
                 start_new_session=True,  # a terminal's Ctrl-C goes to the server, which closes it
             )
         finally:
             theirs.close()
-        conn = Connection(ours.detach())
+            ev_theirs.close()
+        conn, events = Connection(ours.detach()), Connection(ev_ours.detach())
         try:
             conn.send(("load", self._settings))
             msg = conn.recv()  # as long as loading takes
         except (EOFError, OSError):
             conn.close()
+            events.close()
             raise ModelLoadError(f"the engine process died while loading {self._settings['path']}: {self._exit(proc)}") from None
         if msg[0] != "ready":
             conn.close()
+            events.close()
             proc.wait()
             raise ModelLoadError(str(msg[1]))
         log.info("engine process %d serves %s", msg[4], self._settings["path"])
-        return proc, conn, msg[1:]
+        return proc, conn, events, msg[1:]
 
     def _exit(self, proc: subprocess.Popen[bytes]) -> str:
         """How a dead engine process ended, in words."""
@@ -177,7 +193,7 @@ class RemoteEngine:
             self._conn.send(msg)
 
     def _read(self) -> None:
-        """The reader thread: events in, crashes noticed, the process restarted."""
+        """The supervisor thread: control messages in, hangs and crashes noticed, the process restarted."""
         while True:
             reason = self._pump()
             if reason is None or self._closing:
@@ -187,9 +203,10 @@ class RemoteEngine:
                 return
 
     def _pump(self) -> str | None:
-        """Read the current process's messages until it is closed (None) or gone (why)."""
+        """Read the current process's control messages until it is closed (None) or gone (why)."""
         conn, proc = self._conn, self._proc
         last = time.monotonic()
+        steps = self._steps
         while True:
             try:
                 ready = conn.poll(HEARTBEAT)
@@ -201,8 +218,8 @@ class RemoteEngine:
                 self._rss = _rss_mb(proc.pid) or self._rss
                 with self._lock:
                     busy = bool(self._gens) or bool(self._calls)
-                if not busy:
-                    last = now
+                if not busy or self._steps != steps:  # idle, or it sent events since the last check
+                    last, steps = now, self._steps
                 elif now - last > self._hang:
                     with contextlib.suppress(OSError):
                         proc.send_signal(signal.SIGUSR1)  # its threads' stacks go to the log first
@@ -212,9 +229,7 @@ class RemoteEngine:
                     return f"hung (no engine step for {self._hang:g} s while requests ran) and was killed"
                 continue
             last = now
-            if msg[0] == "events":
-                self._events(msg[1], msg[2])
-            elif msg[0] == "reply":
+            if msg[0] == "reply":
                 with self._lock:
                     slot = self._calls.pop(msg[1], None)
                 if slot is not None:
@@ -223,13 +238,57 @@ class RemoteEngine:
             elif msg[0] == "closed":
                 return None
 
+    # -- the events socket, read on the event loop -------------------------------------------
+    def _attach(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Read the current process's events on `loop` (the caller runs on it)."""
+        with self._lock:
+            conn = self._econn
+            if conn is None or (conn is self._reading and loop is self._loop):
+                return
+            old, old_loop = self._reading, self._loop
+            self._reading, self._loop = conn, loop
+        if old is not None and old_loop is not None:  # another loop read it (a loop that has ended)
+            self._drop(old, old_loop)
+        loop.add_reader(conn.fileno(), self._readable, conn, loop)
+
+    def _drop(self, conn: Connection, loop: asyncio.AbstractEventLoop) -> None:
+        """Stop reading `conn` on `loop` and close it; from any thread (it is closed on the
+        loop's thread, unless the loop has ended, so that no other thread closes it meanwhile)."""
+        if conn.closed:
+            return
+        if loop.is_closed():
+            conn.close()
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            loop.remove_reader(conn.fileno())
+            conn.close()
+        else:
+            with contextlib.suppress(RuntimeError):  # closed meanwhile: nothing reads it any more
+                loop.call_soon_threadsafe(self._drop, conn, loop)
+                return
+            conn.close()
+
+    def _readable(self, conn: Connection, loop: asyncio.AbstractEventLoop) -> None:
+        """One events message (the loop calls again while more are waiting)."""
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):  # the process ended; the supervisor reports why
+            self._drop(conn, loop)
+            return
+        self._steps += 1
+        self._events(msg[1], msg[2])
+
     def _events(self, items: list[tuple[Any, ...]], stats: tuple[Any, ...]) -> None:
         ended = False
         for item in items:
             if item[0] == "tok":
                 gen = self._gens.get(item[1])
                 if gen is not None:
-                    gen.push(TokenEvent(item[2], item[3], item[4], item[5]))
+                    gen.deliver(TokenEvent(item[2], item[3], item[4], item[5]))
                 continue
             if item[0] == "cached":  # set before the first token is handed over
                 gen = self._gens.get(item[1])
@@ -243,7 +302,7 @@ class RemoteEngine:
                 continue
             ended = True
             gen.cached_tokens = cached
-            gen.close(finish, _error(err))
+            gen.finish(finish, _error(err))
             self.stats.finished += 1
             if err is None:
                 self._failures = 0  # it serves again
@@ -264,6 +323,8 @@ class RemoteEngine:
             self._gens.clear()
             calls = list(self._calls.values())
             self._calls.clear()
+            econn, self._econn = self._econn, None
+            unread = econn is not None and econn is not self._reading  # else its loop closes it
         self._failures += 1
         self.last_crash = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}: the engine process {reason}"
         log.error(
@@ -281,6 +342,9 @@ class RemoteEngine:
         self._last = (0, 0, 0, 0)
         self.stats.active = 0
         self._conn.close()
+        if unread:
+            assert econn is not None
+            econn.close()
 
     def _restart(self) -> bool:
         """Start the process again (after a pause when crashes come in a row); False once it
@@ -292,7 +356,7 @@ class RemoteEngine:
             if self._failures > 1:
                 time.sleep(min(30.0, 0.5 * 2 ** (self._failures - 2)))
             try:
-                proc, conn, ready = self._spawn()
+                proc, conn, econn, ready = self._spawn()
             except ModelLoadError as exc:
                 self._failures += 1
                 self.last_crash = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}: restarting failed: {exc.message}"
@@ -300,11 +364,16 @@ class RemoteEngine:
                 continue
             if self._closing:
                 conn.close()
+                econn.close()
                 proc.kill()
                 return False
             with self._lock:
-                self._proc, self._conn, self.pid = proc, conn, ready[3]
+                self._proc, self._conn, self._econn, self.pid = proc, conn, econn, ready[3]
                 self._ready = True
+                loop = self._loop
+            if loop is not None:  # the loop that read the last process's events reads this one's
+                with contextlib.suppress(RuntimeError):  # it has ended: the next request's loop will
+                    loop.call_soon_threadsafe(self._attach, loop)
             self.restarts += 1
             log.warning("engine process restarted (%d restarts so far): pid %d", self.restarts, self.pid)
             self._dispatch()
@@ -359,7 +428,10 @@ class RemoteEngine:
         return value  # type: ignore[no-any-return]
 
     def submit(self, prompt: Sequence[int], params: SamplingParams, media: Sequence[MediaSpan] = (), adapter: int = 0) -> Generation:
-        gen = _RemoteGen(asyncio.get_running_loop(), len(prompt), self)
+        loop = asyncio.get_running_loop()
+        if self._reading is not self._econn or self._loop is not loop:
+            self._attach(loop)
+        gen = _RemoteGen(loop, len(prompt), self)
         self.stats.submitted += 1
         if self.failed:
             gen.close(None, EngineUnavailable(self.failed))
@@ -438,4 +510,11 @@ class RemoteEngine:
             except subprocess.TimeoutExpired:
                 self._stop_process()
         self._conn.close()
+        with self._lock:
+            econn, reading, loop = self._econn, self._reading, self._loop
+            self._econn = self._reading = None
+        if reading is not None and loop is not None:
+            self._drop(reading, loop)
+        if econn is not None and econn is not reading:
+            econn.close()
         self._vocab.close()

@@ -1,7 +1,9 @@
 """The engine process: one loaded model's llama.cpp context and scheduler, behind a socket.
 
-`python -m toolserve.engine.worker FD` is started by `engine/remote.py` with one end of a
-socketpair as FD. Messages are pickled tuples (multiprocessing's Connection framing):
+`python -m toolserve.engine.worker FD EVENTS_FD` is started by `engine/remote.py` with one end
+of two socketpairs: FD carries control messages both ways, EVENTS_FD the "events" messages out
+(the server reads them on its event loop). Messages are pickled tuples (multiprocessing's
+Connection framing):
 
   in:  ("load", kwargs)                      LlamaCppEngine(**kwargs); answers ("ready", info, slots) or ("failed", message)
        ("submit", [(rid, prompt, params, media, adapter), ...])   the requests sent together,
@@ -72,8 +74,9 @@ class _Gen:
 class _Outbox:
     """Events of one engine step, sent together."""
 
-    def __init__(self, conn: Connection, stats: Any):
+    def __init__(self, conn: Connection, events: Connection, stats: Any):
         self._conn = conn
+        self._events = events
         self._stats = stats
         self._items: list[tuple[Any, ...]] = []
         self._lock = threading.Lock()
@@ -91,14 +94,16 @@ class _Outbox:
         # also a heartbeat every half second of steps without tokens (a long prompt being read),
         # so that the server tells a busy engine from a hung one
         if items or time.monotonic() - self._sent >= 0.5:
-            self.send(("events", items, self._stats()))
+            with self.send_lock:  # the engine thread after a step, the main thread after a submit
+                self._events.send(("events", items, self._stats()))
+                self._sent = time.monotonic()
         if self.fault is not None:
             fault(self.fault)
 
     def send(self, msg: tuple[Any, ...]) -> None:
+        """A control message (from the main thread or the engine thread)."""
         with self.send_lock:
             self._conn.send(msg)
-            self._sent = time.monotonic()
 
 
 def fault(kind: str) -> None:
@@ -122,7 +127,7 @@ def _stats(engine: Any) -> tuple[Any, ...]:
     return (s.requests, s.prompt_tokens, s.cached_tokens, s.generated_tokens, s.active, cache)
 
 
-def serve(conn: Connection) -> None:
+def serve(conn: Connection, events: Connection) -> None:
     kind, kwargs = conn.recv()
     assert kind == "load"
     from toolserve.constrain.matcher import Constrainer
@@ -137,7 +142,7 @@ def serve(conn: Connection) -> None:
         conn.send(("failed", f"{type(exc).__name__}: {exc}"))
         return
     constrainer = Constrainer(engine.grammar_tokenizer, engine.token_piece, engine.info.n_vocab)
-    out = _Outbox(conn, lambda: _stats(engine))
+    out = _Outbox(conn, events, lambda: _stats(engine))
     engine.on_step = out.flush
     gens: dict[int, _Gen] = {}
     handles: OrderedDict[int, Any] = OrderedDict()  # id -> libmtmd chunk of an encoded image
@@ -205,10 +210,10 @@ def main(argv: list[str]) -> int:
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # so does the server, before it kills a hung process
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the server, which closes this process
     logging.basicConfig(level=os.environ.get("TOOLSERVE_ENGINE_LOG", "WARNING"), format="%(asctime)s %(levelname)s %(name)s[engine %(process)d]: %(message)s")
-    conn = Connection(int(argv[0]))
+    conn, events = Connection(int(argv[0])), Connection(int(argv[1]))
     started = time.monotonic()
     try:
-        serve(conn)
+        serve(conn, events)
     finally:
         log.debug("engine process done after %.1f s", time.monotonic() - started)
     return 0
