@@ -141,20 +141,29 @@ def part_b(runs: int) -> None:
     print()
 
 
+SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+
+
+def args_error(raw: str, schema: dict) -> str | None:
+    """Why a call's arguments (JSON text) fail `schema`, in one line; None when they validate."""
+    try:
+        jsonschema.validate(json.loads(raw), schema)
+    except (json.JSONDecodeError, jsonschema.ValidationError) as exc:
+        return str(exc).splitlines()[0]
+    return None
+
+
 def calls_valid(message: dict, truncated: bool = False) -> tuple[bool, str]:
     calls = message.get("tool_calls") or []
     cut = " [hit max_tokens]" if truncated else ""
     if not calls:
         return False, f"no call: {(message.get('content') or '')[:80]!r}{cut}"
-    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
     for c in calls:
         name, raw = c["function"]["name"], c["function"]["arguments"]
-        if name not in schemas:
+        if name not in SCHEMAS:
             return False, f"unknown tool {name!r}{cut}"
-        try:
-            jsonschema.validate(json.loads(raw), schemas[name])
-        except (json.JSONDecodeError, jsonschema.ValidationError) as exc:
-            return False, f"call {calls.index(c) + 1}/{len(calls)} {name}({raw[:80]}): {str(exc).splitlines()[0]}{cut}"
+        if (error := args_error(raw, SCHEMAS[name])) is not None:
+            return False, f"call {calls.index(c) + 1}/{len(calls)} {name}({raw[:80]}): {error}{cut}"
     return True, ""
 
 

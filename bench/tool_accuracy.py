@@ -42,19 +42,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import jsonschema
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import llama_server
-from constrained import MAX_TOKENS, PROMPTS, SETTINGS, TOOLS, calls_valid
+from constrained import MAX_TOKENS, PROMPTS, SCHEMAS, SETTINGS, TOOLS, args_error, calls_valid
 from decode import free_port, start
 
 from toolserve.modelfile import bundled_model
 
 SERVERS = ("toolserve", "llama-server --jinja")
 MODES = ("auto", "required", "required-noparallel", "named")
-SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 EXAMPLES = 4  # failures shown per server and mode
 CUT = 240  # characters of a failure shown
 
@@ -100,10 +98,8 @@ def first_call_ok(message: dict, expected: str) -> tuple[bool, str]:
     name, raw = calls[0]["function"]["name"], calls[0]["function"]["arguments"]
     if name != expected:
         return False, f"wrong tool: first call {name!r}, expected {expected!r}"
-    try:
-        jsonschema.validate(json.loads(raw), SCHEMAS[expected])
-    except (json.JSONDecodeError, jsonschema.ValidationError) as exc:
-        return False, f"invalid arguments: first call {name}({raw[:100]}): {str(exc).splitlines()[0]}"
+    if (error := args_error(raw, SCHEMAS[expected])) is not None:
+        return False, f"invalid arguments: first call {name}({raw[:100]}): {error}"
     return True, ""
 
 
