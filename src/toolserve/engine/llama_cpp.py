@@ -27,6 +27,7 @@ from llama_cpp import _internals
 from toolserve import _native
 from toolserve.engine import placement
 from toolserve.engine.base import EngineStats, Generation, Lora, MediaSpan, ModelInfo, media_key
+from toolserve.engine.cores import Turns
 from toolserve.engine.prompt_cache import PromptCache
 from toolserve.engine.slots import (
     PREFILL_CHUNK,
@@ -213,9 +214,11 @@ class LlamaCppEngine:
         tensor_split: Sequence[float] = (),
         kv_offload: bool = True,
         placed_by: str = "",
+        core_turns: str | None = None,
     ):
         """`adapters`: the LoRA adapter sets requests may run under, by index (`submit`'s
-        `adapter`); set 0 is the default (empty: the base weights)."""
+        `adapter`); set 0 is the default (empty: the base weights). `core_turns`: the server's
+        lock file when its engines take turns on the cores (engine/cores.py)."""
         threads = n_threads or os.cpu_count() or 1
         n_batch += parallel  # a whole prompt chunk fits beside one decode token of every other sequence
         if flash_attn is None:  # llama.cpp's automatic choice, as llama-server's default
@@ -294,6 +297,7 @@ class LlamaCppEngine:
             ),
         )
         self.stats = EngineStats()
+        self._cores = Turns(core_turns)
         self.cache = PromptCache(cache_ram_mb * 1024 * 1024) if cache_ram_mb > 0 else None
         self._ctx = self._llm._ctx.ctx
         self._mem = llama_cpp.llama_get_memory(self._ctx)
@@ -468,6 +472,7 @@ class LlamaCppEngine:
             llama_cpp.llama_adapter_lora_free(adapter)
         self._adapters = []
         self._llm.close()
+        self._cores.close()
 
     def _run(self) -> None:
         closing = False
@@ -719,7 +724,9 @@ class LlamaCppEngine:
     def _decode(self) -> None:
         batch = self._batch
         batch.struct.n_tokens = batch.n
-        rc = llama_cpp.llama_decode(self._ctx, batch.struct)
+        with self._cores:
+            rc = llama_cpp.llama_decode(self._ctx, batch.struct)
+        self.stats.turn_waits = self._cores.waits
         self._copies_pending = False  # done before the batch, whatever became of the batch
         if rc != 0:
             raise EngineFailure(f"llama_decode returned {rc}")
@@ -732,7 +739,7 @@ class LlamaCppEngine:
         image = job.images[job.at]
         last = image.end == len(job.prompt)
         new_n_past = llama_cpp.llama_pos(0)
-        with self._mtmd_lock:
+        with self._mtmd_lock, self._cores:
             rc = mtmd_cpp.mtmd_helper_eval_chunk_single(
                 self._mtmd, self._ctx, image.handle.ptr, job.n_past, job.seq.id, self._n_batch, last, ctypes.byref(new_n_past),
             )

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from toolserve.config import ModelConfig, auto_parallel
+from toolserve.engine import cores
 from toolserve.engine.base import Engine, Lora
 from toolserve.engine.llama_cpp import LlamaCppEngine
 from toolserve.engine.remote import RemoteEngine
@@ -31,6 +32,14 @@ def _probe_model(path: Path) -> Path:
         return path
 
 
+def cpu_turns() -> str | None:
+    """The lock file of an embedding context, which computes on the CPU unless llama.cpp was
+    built with a GPU backend (engine/cores.py)."""
+    from toolserve.engine import placement as pl
+
+    return None if pl.gpu_offload() else cores.shared()
+
+
 def attach_embedder(engine: Engine, *, n_ctx: int, n_threads: int, repack: bool) -> None:
     """--embeddings: an embedding context on the generation engine's weights. In the server's
     process (--no-engine-process) it shares the loaded `llama_model`; beside an engine process
@@ -40,9 +49,9 @@ def attach_embedder(engine: Engine, *, n_ctx: int, n_threads: int, repack: bool)
 
     try:
         if isinstance(engine, LlamaCppEngine):
-            embedder = beside(engine._llm, n_ctx=n_ctx, n_threads=n_threads)
+            embedder = beside(engine._llm, n_ctx=n_ctx, n_threads=n_threads, core_turns=cpu_turns())
         else:
-            embedder = Embedder.load(engine.info.path, n_ctx=n_ctx, n_threads=n_threads, repack=repack)
+            embedder = Embedder.load(engine.info.path, n_ctx=n_ctx, n_threads=n_threads, repack=repack, core_turns=cpu_turns())
     except ModelLoadError:
         engine.close()
         raise
@@ -125,6 +134,7 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
         tensor_split=cfg.tensor_split,
         kv_offload=not cfg.no_kv_offload,
         placed_by=chosen,
+        core_turns=cores.shared() if layers == 0 else None,  # a GPU's work takes no turns on the cores
     )
     engine: Engine
     if cfg.engine_process:  # a native fault ends that process, not the server (engine/remote.py)
