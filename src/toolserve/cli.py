@@ -146,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-prompts", action="store_true", default=env_default("log_prompts", False), help="log each rendered prompt (off: logs never hold prompt text)")
     serve.add_argument("--no-web", action="store_true", default=env_default("no_web", False), help="do not serve the chat page at /")
     serve.add_argument("--embedding-model", metavar="PATH", action="append", default=[m for m in [env_default("embedding_model", None)] if m], help="an embedding GGUF (BERT-like, pooling in its header) served for /v1/embeddings only, as the id of its file stem; repeatable")
-    serve.add_argument("--no-core-turns", action="store_true", default=env_default("no_core_turns", False), help="let local engines (models, embeddings) compute at once even when their threads add up to more than the cores (by default they take turns)")
+    serve.add_argument("--no-core-shares", action="store_true", default=env_default("no_core_shares", False), help="local engines (models, embeddings) busy at once keep all their threads even when those add up to more than the cores (by default they share the cores)")
     serve.add_argument("--max-body-mb", type=int, default=env_default("max_body_mb", ServerConfig.max_body_mb), help="largest request body accepted")
     chat = sub.add_parser("chat", help="chat with the model in the terminal")
     _model_flags(chat)
@@ -179,13 +179,13 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _core_turns(args: argparse.Namespace) -> None:
-    """Before llama.cpp loads: the local engines this server may run at once (its models, their
-    --embeddings contexts, --embedding-model) take turns on the cores when their threads add
-    up to more than the cores (engine/cores.py)."""
+def _core_shares(args: argparse.Namespace) -> None:
+    """Before any engine starts: the local engines this server may run at once (its models,
+    their --embeddings contexts, --embedding-model) share the cores while busy together when
+    their threads add up to more than the cores (engine/cores.py)."""
     from toolserve.engine import cores
 
-    if args.no_core_turns:
+    if args.no_core_shares:
         return
     n = cores.count()
     models: list[ModelConfig] = []
@@ -204,7 +204,7 @@ def _core_turns(args: argparse.Namespace) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    _core_turns(args)
+    _core_shares(args)
     import uvicorn
 
     from toolserve.api.app import create_app
@@ -272,7 +272,7 @@ def _embedding_models(args: argparse.Namespace, taken: list[str]) -> list[Embedd
     from toolserve.errors import ModelLoadError
     from toolserve.modelfile import bundled_model, check_gguf
     from toolserve.serving.embeddings import EmbeddingModel
-    from toolserve.serving.loader import cpu_turns
+    from toolserve.serving.loader import cpu_shares
 
     out: list[EmbeddingModel] = []
     if not args.embedding_model:
@@ -287,7 +287,7 @@ def _embedding_models(args: argparse.Namespace, taken: list[str]) -> list[Embedd
         model_id = file.stem
         if model_id in taken or any(m.id == model_id for m in out):
             raise ToolserveError(f"--embedding-model {path}: the id '{model_id}' is already served; rename the file")
-        embedder = Embedder.load(str(file), n_ctx=args.ctx_size, n_threads=args.threads, repack=repack, core_turns=cpu_turns())
+        embedder = Embedder.load(str(file), n_ctx=args.ctx_size, n_threads=args.threads, repack=repack, core_shares=cpu_shares())
         out.append(EmbeddingModel(model_id, embedder))
     return out
 

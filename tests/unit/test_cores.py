@@ -1,9 +1,8 @@
-"""Turns on the cores (engine/cores.py): when they are needed, the lock between engines, and
-which engines the server counts (cli._core_turns)."""
+"""Shares of the cores (engine/cores.py): when they are needed, each engine's share, how
+engines see each other busy, and which engines the server counts (cli._core_shares)."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
@@ -11,10 +10,12 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from toolserve import cli
 from toolserve.engine import cores
-from toolserve.engine.cores import Turns
+from toolserve.engine.cores import Shares
 
 
 @pytest.mark.parametrize(
@@ -30,116 +31,141 @@ from toolserve.engine.cores import Turns
         ([8, 8, 1], 16, True),
     ],
 )
-def test_turns_are_needed_when_threads_outnumber_the_cores(threads: list[int], n_cores: int, needed: bool) -> None:
+def test_shares_are_needed_when_threads_outnumber_the_cores(threads: list[int], n_cores: int, needed: bool) -> None:
     assert cores.needed(threads, n_cores) is needed
 
 
-def lock_file(tmp_path: Path) -> str:
-    path = tmp_path / "turns"
-    path.touch()
-    return str(path)
+@pytest.mark.parametrize(
+    ("mine", "others", "n_cores", "threads"),
+    [
+        (2, [], 2, 2),  # alone: all of its threads
+        (2, [2], 2, 1),
+        (1, [1], 2, 1),  # the cores suffice: nothing changes
+        (4, [4], 4, 2),
+        (8, [1], 8, 7),
+        (1, [8], 8, 1),  # at least one thread
+        (16, [16, 16], 16, 5),
+        (2, [2, 2], 2, 1),  # more engines than cores: one thread each
+    ],
+)
+def test_a_share_is_the_engines_part_of_the_cores(mine: int, others: list[int], n_cores: int, threads: int) -> None:
+    assert cores.share(mine, others, n_cores) == threads
 
 
-def held(path: str) -> bool:
-    """Whether some open file holds the lock now (a try from an open file of our own)."""
-    fd = os.open(path, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # closing drops a lock this try took
-    return False
+@given(st.lists(st.integers(1, 64), min_size=1, max_size=8), st.integers(1, 64))
+def test_shares_stay_within_the_cores(threads: list[int], n_cores: int) -> None:
+    shares = [cores.share(t, threads[:i] + threads[i + 1 :], n_cores) for i, t in enumerate(threads)]
+    assert all(1 <= s <= t for s, t in zip(shares, threads, strict=True))
+    if sum(threads) <= n_cores:
+        assert shares == threads
+    else:  # only the engines held up to one thread can take more than the cores
+        assert sum(s for s in shares if s > 1) <= n_cores
 
 
-def blocked_waiters(path: str) -> int:
-    """flock waiters blocked on the file now, from /proc/locks ('->' lines name the inode)."""
-    inode = os.stat(path).st_ino
-    lines = Path("/proc/locks").read_text().splitlines()
-    return sum(1 for line in lines if "->" in line and "FLOCK" in line and line.split()[-3].endswith(f":{inode}"))
+def threads(engine: Shares) -> int:
+    with engine.computing() as n:
+        return n
 
 
-def test_without_a_lock_file_turns_do_nothing() -> None:
-    turns = Turns(None)
-    with turns, turns:  # not a lock at all: nesting does not wait
-        pass
-    assert turns.waits == 0
-    turns.close()
+def test_without_a_directory_an_engine_keeps_its_threads() -> None:
+    alone = Shares(None, 4, n_cores=2)
+    alone.busy(True)
+    assert threads(alone) == 4 and alone.shared == 0
+    alone.close()
 
 
-def test_an_engine_waits_for_the_others_turn_and_counts_the_wait(tmp_path: Path) -> None:
-    path = lock_file(tmp_path)
-    first, second = Turns(path), Turns(path)  # two engines of one process: each its own open file
+def test_busy_engines_split_the_cores_and_get_them_back(tmp_path: Path) -> None:
+    a, b = Shares(str(tmp_path), 2, n_cores=2), Shares(str(tmp_path), 2, n_cores=2)
+    assert (threads(a), threads(b)) == (2, 2)  # neither busy
+    a.busy(True)
+    assert threads(b) == 1 and b.shared == 1
+    assert threads(a) == 2  # b has no work
+    b.busy(True)
+    assert (threads(a), threads(b)) == (1, 1)
+    a.busy(False)
+    assert threads(b) == 2 and b.shared == 2
+    a.close()
+    b.close()
+    assert list(tmp_path.iterdir()) == []  # each engine's files go with it
+
+
+def test_an_engine_that_came_later_is_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cores, "RESCAN", 1e9)
+    a = Shares(str(tmp_path), 2, n_cores=2)
+    assert threads(a) == 2  # looked once: no one else
+    b = Shares(str(tmp_path), 2, n_cores=2)
+    b.busy(True)
+    assert threads(a) == 2  # not looked again yet
+    monkeypatch.setattr(cores, "RESCAN", 0.0)
+    assert threads(a) == 1
+    b.close()
+    assert threads(a) == 2
+    a.close()
+
+
+def test_an_engine_becoming_busy_waits_for_a_computation_begun_on_all_threads(tmp_path: Path) -> None:
+    """b becomes busy while a computes on the threads it chose alone: b starts computing only
+    after that computation, and a's next one is on its share."""
+    a, b = Shares(str(tmp_path), 2, n_cores=2), Shares(str(tmp_path), 2, n_cores=2)
+    a.busy(True)
+    threads(b)  # b has looked: it knows a
     order: list[str] = []
-
-    def compute() -> None:
-        with second:
-            order.append("second computes")
-
-    with first:
-        assert held(path)
-        worker = threading.Thread(target=compute)
-        worker.start()
-        while blocked_waiters(path) == 0:  # the second engine is asleep on the lock
-            worker.join(0.01)
-        order.append("first done")
-    worker.join()
-    assert order == ["first done", "second computes"]
-    assert (first.waits, second.waits) == (0, 1)
-    assert not held(path)
-    with second:  # free again: no wait
-        pass
-    assert second.waits == 1
-    first.close()
-    second.close()
+    became_busy = threading.Thread(target=lambda: (b.busy(True), order.append("b busy")))
+    with a.computing() as n:
+        assert n == 2
+        became_busy.start()
+        while became_busy.is_alive() and not blocked_on(tmp_path / f"{a.name}.run"):  # b waits for this computation
+            became_busy.join(0.01)
+        order.append("a computed")
+    became_busy.join()
+    assert order == ["a computed", "b busy"]
+    assert (threads(a), threads(b)) == (1, 1)
+    a.close()
+    b.close()
 
 
-def test_a_dead_process_leaves_its_turn(tmp_path: Path) -> None:
-    """An engine process killed inside a computation: the kernel drops its lock, the others go on."""
-    path = lock_file(tmp_path)
+def blocked_on(path: Path) -> bool:
+    """Whether a flock waiter is blocked on the file now (/proc/locks: '->' lines name the inode)."""
+    inode = path.stat().st_ino
+    lines = Path("/proc/locks").read_text().splitlines()
+    return any("->" in line and "FLOCK" in line and line.split()[-3].endswith(f":{inode}") for line in lines)
+
+
+def test_a_dead_process_gives_its_share_back(tmp_path: Path) -> None:
+    """An engine process killed while busy: the kernel drops its lock, the others take the cores."""
+    path = tmp_path / "999999-0-2"
     holder = subprocess.Popen(
-        [sys.executable, "-c", f"import fcntl, os, sys; fd = os.open({path!r}, os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); sys.stdin.read()"],
+        [sys.executable, "-c", (
+            f"import fcntl, os, sys; os.close(os.open({str(path)!r} + '.run', os.O_RDWR | os.O_CREAT)); "
+            f"fd = os.open({str(path)!r}, os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX); print('busy', flush=True); sys.stdin.read()"
+        )],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )
     try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        assert held(path)
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "busy"
+        mine = Shares(str(tmp_path), 2, n_cores=2)
+        assert threads(mine) == 1
         holder.kill()
         holder.wait()
-        turns = Turns(path)
-        with turns:
-            pass
-        assert turns.waits == 0
-        turns.close()
+        assert threads(mine) == 2
+        mine.busy(True)  # a dead engine has nothing to wait for
+        mine.close()
     finally:
         if holder.poll() is None:
             holder.kill()
             holder.wait()
 
 
-def test_prepare_makes_the_lock_file_and_shortens_openmp_spinning(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prepare_makes_the_directory_only_when_needed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cores, "_shared", None)
     monkeypatch.setattr(cores, "count", lambda: 2)
-    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
-    assert cores.prepare([2]) is None and cores.shared() is None
-    assert "GOMP_SPINCOUNT" not in os.environ
+    assert cores.prepare([2]) is None and cores.prepare([1, 1]) is None and cores.shared() is None
     path = cores.prepare([2, 2])
     try:
-        assert path is not None and os.path.isfile(path) and cores.shared() == path
-        assert os.environ["GOMP_SPINCOUNT"] == cores.SPINCOUNT
+        assert path is not None and os.path.isdir(path) and cores.shared() == path
     finally:
         if path:
-            os.unlink(path)
-
-
-def test_prepare_keeps_the_users_own_spin_count(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cores, "_shared", None)
-    monkeypatch.setattr(cores, "count", lambda: 2)
-    monkeypatch.setenv("GOMP_SPINCOUNT", "50000")
-    path = cores.prepare([2, 2])
-    assert path is not None
-    os.unlink(path)
-    assert os.environ["GOMP_SPINCOUNT"] == "50000"
+            os.rmdir(path)
 
 
 def counted(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> list[int] | None:
@@ -147,7 +173,7 @@ def counted(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> list[int] | Non
     seen: list[list[int]] = []
     monkeypatch.setattr(cores, "prepare", lambda threads: seen.append(list(threads)))
     monkeypatch.setattr(cores, "count", lambda: 4)
-    cli._core_turns(cli.build_parser().parse_args(["serve", *argv]))
+    cli._core_shares(cli.build_parser().parse_args(["serve", *argv]))
     return seen[0] if seen else None
 
 
@@ -157,7 +183,7 @@ def test_the_server_counts_each_local_engine(monkeypatch: pytest.MonkeyPatch, tm
     assert counted(monkeypatch, ["--threads", "2", "--embeddings"]) == [2, 2]
     assert counted(monkeypatch, ["--embedding-model", "minilm.gguf"]) == [4, 4]
     assert counted(monkeypatch, ["--upstream", "http://gpu-box:8000"]) == []
-    assert counted(monkeypatch, ["--no-core-turns", "--embeddings"]) is None
+    assert counted(monkeypatch, ["--no-core-shares", "--embeddings"]) is None
     models = tmp_path / "models.yaml"
     models.write_text(
         "models:\n"

@@ -111,7 +111,7 @@ def engine_stats(pipe: Pipeline) -> dict[str, Any]:
         "prompt_tokens": stats.prompt_tokens,
         "cached_tokens": stats.cached_tokens,
         "generated_tokens": stats.generated_tokens,
-        "core_turn_waits": stats.turn_waits,
+        "shared_decodes": stats.shared_decodes,
         "prompt_cache": cache_stats(pipe.engine),
         "placement": placement(pipe),
         "engine": pipe.engine.health() if hasattr(pipe.engine, "health") else {"process": "server"},

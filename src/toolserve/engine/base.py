@@ -100,7 +100,7 @@ class EngineStats:
     cached_tokens: int = 0
     generated_tokens: int = 0
     active: int = 0  # generations running now (at most the engine's `slots`)
-    turn_waits: int = 0  # computations that waited for another local engine's turn on the cores (engine/cores.py)
+    shared_decodes: int = 0  # decodes on fewer threads while other local engines were busy (engine/cores.py)
 
     @property
     def busy(self) -> bool:

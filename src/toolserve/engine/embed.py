@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import llama_cpp
 import numpy as np
 
-from toolserve.engine.cores import Turns
+from toolserve.engine.cores import Shares
 from toolserve.engine.vocab import VocabView
 from toolserve.errors import EngineFailure, ModelLoadError
 
@@ -77,11 +77,11 @@ class Embedder:
     """Pooled embeddings of token lists, computed on one worker thread."""
 
     def __init__(
-        self, model: object, *, n_ctx: int, n_threads: int, owns_model: bool, path: str, pooling: int | None = None, core_turns: str | None = None,
+        self, model: object, *, n_ctx: int, n_threads: int, owns_model: bool, path: str, pooling: int | None = None, core_shares: str | None = None,
     ):
         """`model`: a loaded `llama_model` pointer. `pooling`: a LLAMA_POOLING_TYPE_*; None
         takes the model's own (from its GGUF header), or `last` where it has none.
-        `core_turns`: the server's lock file when its engines take turns on the cores."""
+        `core_shares`: the server's directory when its busy engines share the cores."""
         self._model = model
         self._owns_model = owns_model
         self.path = path
@@ -121,13 +121,14 @@ class Embedder:
             raise ModelLoadError(f"cannot create an embedding context for {path}")
         self._mem = llama_cpp.llama_get_memory(self._ctx)  # NULL for encoder-only models: no KV
         self._batch = llama_cpp.llama_batch_init(self.n_ctx, 0, 1)
-        self._cores = Turns(core_turns)
+        self._cores = Shares(core_shares, n_threads)
+        self._threads = n_threads
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._worker = threading.Thread(target=self._run, name="toolserve-embed", daemon=True)
         self._worker.start()
 
     @classmethod
-    def load(cls, path: str, *, n_ctx: int, n_threads: int | None = None, repack: bool = True, core_turns: str | None = None) -> Embedder:
+    def load(cls, path: str, *, n_ctx: int, n_threads: int | None = None, repack: bool = True, core_shares: str | None = None) -> Embedder:
         """An embedding model of its own (a GGUF with pooling in its header, e.g. BERT).
         `repack`: as for the generation model (engine/repack.py: off where it faults)."""
         from llama_cpp import _logger
@@ -139,7 +140,7 @@ class Embedder:
         model = llama_cpp.llama_model_load_from_file(path.encode(), params)
         if not model:
             raise ModelLoadError(f"cannot load embedding model {path}")
-        return cls(model, n_ctx=n_ctx, n_threads=n_threads or os.cpu_count() or 1, owns_model=True, path=path, core_turns=core_turns)
+        return cls(model, n_ctx=n_ctx, n_threads=n_threads or os.cpu_count() or 1, owns_model=True, path=path, core_shares=core_shares)
 
     # -- vocabulary -------------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:
@@ -187,13 +188,16 @@ class Embedder:
                     self._jobs.put(None)
                     break
                 jobs.append(more)
+            self._cores.busy(True)
             try:
                 rows = self._compute([t for j in jobs for t in j.inputs])
             except Exception as exc:
+                self._cores.busy(False)
                 log.exception("embedding failed")
                 for j in jobs:
                     j.loop.call_soon_threadsafe(_settle, j.future, None, EngineFailure(f"embedding failed: {exc}"))
                 continue
+            self._cores.busy(False)
             at = 0
             for j in jobs:
                 part = rows[at : at + len(j.inputs)]
@@ -216,7 +220,10 @@ class Embedder:
                     batch.logits[n] = True  # an output row for each token: llama.cpp pools them
                     n += 1
             batch.n_tokens = n
-            with self._cores:
+            with self._cores.computing() as n_threads:
+                if n_threads != self._threads:
+                    llama_cpp.llama_set_n_threads(self._ctx, n_threads, n_threads)
+                    self._threads = n_threads
                 rc = llama_cpp.llama_decode(self._ctx, batch)
             if rc != 0:
                 raise EngineFailure(f"llama_decode returned {rc}")
@@ -238,7 +245,7 @@ def _settle(fut: asyncio.Future[np.ndarray], rows: np.ndarray | None, error: Bas
         fut.set_result(rows)
 
 
-def beside(llm: object, *, n_ctx: int, n_threads: int, core_turns: str | None = None) -> Embedder:
+def beside(llm: object, *, n_ctx: int, n_threads: int, core_shares: str | None = None) -> Embedder:
     """An embedder on the weights a generation engine has loaded (`LlamaCppEngine`'s `_llm`)."""
     model = llm._model.model  # type: ignore[attr-defined]
-    return Embedder(model, n_ctx=n_ctx, n_threads=n_threads, owns_model=False, path=str(llm.model_path), core_turns=core_turns)  # type: ignore[attr-defined]
+    return Embedder(model, n_ctx=n_ctx, n_threads=n_threads, owns_model=False, path=str(llm.model_path), core_shares=core_shares)  # type: ignore[attr-defined]

@@ -27,7 +27,7 @@ from llama_cpp import _internals
 from toolserve import _native
 from toolserve.engine import placement
 from toolserve.engine.base import EngineStats, Generation, Lora, MediaSpan, ModelInfo, media_key
-from toolserve.engine.cores import Turns
+from toolserve.engine.cores import Shares
 from toolserve.engine.prompt_cache import PromptCache
 from toolserve.engine.slots import (
     PREFILL_CHUNK,
@@ -214,7 +214,7 @@ class LlamaCppEngine:
         tensor_split: Sequence[float] = (),
         kv_offload: bool = True,
         placed_by: str = "",
-        core_turns: str | None = None,
+        core_shares: str | None = None,
     ):
         """`adapters`: the LoRA adapter sets requests may run under, by index (`submit`'s
         `adapter`); set 0 is the default (empty: the base weights). `core_turns`: the server's
@@ -297,7 +297,8 @@ class LlamaCppEngine:
             ),
         )
         self.stats = EngineStats()
-        self._cores = Turns(core_turns)
+        self._cores = Shares(core_shares, threads)
+        self._threads = threads  # what the context computes on now
         self.cache = PromptCache(cache_ram_mb * 1024 * 1024) if cache_ram_mb > 0 else None
         self._ctx = self._llm._ctx.ctx
         self._mem = llama_cpp.llama_get_memory(self._ctx)
@@ -478,10 +479,12 @@ class LlamaCppEngine:
         closing = False
         while not closing:
             if not self._running and not self._waiting:
+                self._cores.busy(False)
                 job = self._jobs.get()  # nothing to do: sleep until a request comes
                 if job is None:
                     break
                 self._waiting.append(job)
+                self._cores.busy(True)
             while True:
                 try:
                     job = self._jobs.get_nowait()
@@ -724,9 +727,12 @@ class LlamaCppEngine:
     def _decode(self) -> None:
         batch = self._batch
         batch.struct.n_tokens = batch.n
-        with self._cores:
+        with self._cores.computing() as n:
+            if n != self._threads:
+                llama_cpp.llama_set_n_threads(self._ctx, n, n)
+                self._threads = n
             rc = llama_cpp.llama_decode(self._ctx, batch.struct)
-        self.stats.turn_waits = self._cores.waits
+        self.stats.shared_decodes = self._cores.shared
         self._copies_pending = False  # done before the batch, whatever became of the batch
         if rc != 0:
             raise EngineFailure(f"llama_decode returned {rc}")
@@ -739,7 +745,7 @@ class LlamaCppEngine:
         image = job.images[job.at]
         last = image.end == len(job.prompt)
         new_n_past = llama_cpp.llama_pos(0)
-        with self._mtmd_lock, self._cores:
+        with self._mtmd_lock:
             rc = mtmd_cpp.mtmd_helper_eval_chunk_single(
                 self._mtmd, self._ctx, image.handle.ptr, job.n_past, job.seq.id, self._n_batch, last, ctypes.byref(new_n_past),
             )

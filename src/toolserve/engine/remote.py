@@ -306,10 +306,10 @@ class RemoteEngine:
             self.stats.finished += 1
             if err is None:
                 self._failures = 0  # it serves again
-        requests, prompt, cached_total, generated, waits, active, cache = stats
-        self._last = (requests, prompt, cached_total, generated, waits)
+        requests, prompt, cached_total, generated, shared, active, cache = stats
+        self._last = (requests, prompt, cached_total, generated, shared)
         s, b = self.stats, self._base
-        s.requests, s.prompt_tokens, s.cached_tokens, s.generated_tokens, s.turn_waits = (b[i] + self._last[i] for i in range(5))
+        s.requests, s.prompt_tokens, s.cached_tokens, s.generated_tokens, s.shared_decodes = (b[i] + self._last[i] for i in range(5))
         s.active = active
         if self.cache is not None and cache is not None:
             self.cache.stats = CacheStats(*cache)

@@ -32,9 +32,9 @@ def _probe_model(path: Path) -> Path:
         return path
 
 
-def cpu_turns() -> str | None:
-    """The lock file of an embedding context, which computes on the CPU unless llama.cpp was
-    built with a GPU backend (engine/cores.py)."""
+def cpu_shares() -> str | None:
+    """The shares directory for an embedding context, which computes on the CPU unless
+    llama.cpp was built with a GPU backend (engine/cores.py)."""
     from toolserve.engine import placement as pl
 
     return None if pl.gpu_offload() else cores.shared()
@@ -49,9 +49,9 @@ def attach_embedder(engine: Engine, *, n_ctx: int, n_threads: int, repack: bool)
 
     try:
         if isinstance(engine, LlamaCppEngine):
-            embedder = beside(engine._llm, n_ctx=n_ctx, n_threads=n_threads, core_turns=cpu_turns())
+            embedder = beside(engine._llm, n_ctx=n_ctx, n_threads=n_threads, core_shares=cpu_shares())
         else:
-            embedder = Embedder.load(engine.info.path, n_ctx=n_ctx, n_threads=n_threads, repack=repack, core_turns=cpu_turns())
+            embedder = Embedder.load(engine.info.path, n_ctx=n_ctx, n_threads=n_threads, repack=repack, core_shares=cpu_shares())
     except ModelLoadError:
         engine.close()
         raise
@@ -134,7 +134,7 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
         tensor_split=cfg.tensor_split,
         kv_offload=not cfg.no_kv_offload,
         placed_by=chosen,
-        core_turns=cores.shared() if layers == 0 else None,  # a GPU's work takes no turns on the cores
+        core_shares=cores.shared() if layers == 0 else None,  # a GPU's work needs no share of the cores
     )
     engine: Engine
     if cfg.engine_process:  # a native fault ends that process, not the server (engine/remote.py)

@@ -1,5 +1,5 @@
-"""Two local models answering at once take turns on the cores (engine/cores.py): both finish,
-each answers as it does alone, and their engines count the computations that waited."""
+"""Two local models answering at once share the cores (engine/cores.py): both finish, each
+answers as it does alone, and their engines count the decodes that ran on their share."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ TOKENS = 48
 def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """Two models on the bundled file, each with threads for all the cores: together they
     outnumber the cores on any host."""
-    path = tmp_path_factory.mktemp("turns") / "models.yaml"
+    path = tmp_path_factory.mktemp("shares") / "models.yaml"
     n = cores.count()
     path.write_text(
         "keep_alive: null\nmodels:\n"
@@ -47,22 +47,22 @@ async def story(client: httpx.AsyncClient, model: str) -> str:
     return "".join(text)
 
 
-def waits(srv: Server) -> dict[str, int]:
+def shared(srv: Server) -> dict[str, int]:
     health = httpx.get(f"{srv.url}/health").json()
-    return {m: health["models"][m]["core_turn_waits"] for m in ("a", "b")}
+    return {m: health["models"][m]["shared_decodes"] for m in ("a", "b")}
 
 
-def test_two_models_at_once_take_turns_and_answer_as_alone(pair: Server) -> None:
+def test_two_models_at_once_share_the_cores_and_answer_as_alone(pair: Server) -> None:
     async def run() -> tuple[list[str], list[str]]:
         async with httpx.AsyncClient(base_url=pair.url, timeout=300) as client:
             alone = [await story(client, "a"), await story(client, "b")]
             together = list(await asyncio.gather(story(client, "a"), story(client, "b")))
             return alone, together
 
-    before = waits(pair)
+    before = shared(pair)
     alone, together = asyncio.run(run())
     assert alone[0] and alone[0] == alone[1]  # the same weights, prompt and greedy sampling
-    assert together == alone  # a turn computes the same batch as the engine alone would
-    after = waits(pair)
-    assert sum(after.values()) > sum(before.values())  # at least one decode waited for the other model's
+    assert together == alone  # llama.cpp's CPU kernels give the same results on fewer threads
+    after = shared(pair)
+    assert after["a"] > before["a"] and after["b"] > before["b"]  # each decoded on its share while the other was busy
 

@@ -1,20 +1,21 @@
-"""Two local models answering at once on the same cores: turns (engine/cores.py) against the
+"""Two local models answering at once on the same cores: shares (engine/cores.py) against the
 other ways to run them, in one run.
 
 One server serves two models on the bundled file (`--config`, both preloaded, one sequence
 each). For each setup the script streams one model alone, then both at once (one client each,
 different prompts, greedy, `--tokens` new tokens with the end-of-text tokens banned):
 
-  turns    each model on all the cores (`threads` = the cores): they take turns (the default)
-  split    each model on half the cores: no turns needed, each computes on its own half
-  none     as `turns` with --no-core-turns: both compute at once on all the cores; measured
+  shares   each model asks for all the cores (`threads` = the cores): busy at once, each
+           computes on its share (the default)
+  split    each model on half the cores (`threads` = half): they never ask for more than there is
+  none     as `shares` with --no-core-shares: both compute at once on all the cores; measured
            once, with `--none-tokens` tokens, as it is many times slower (--skip-none: not at all)
 
 It prints per setup the median over --runs runs of: the lone stream's tok/s, each stream's tok/s
 when both run, and the aggregate (both streams' tokens over the wall time from sending to the
 last token), and the aggregate against the lone stream. Run it on an otherwise idle machine.
 
-    python bench/core_turns.py [--runs 3] [--tokens 128] [--none-tokens 24] [--skip-none]
+    python bench/core_shares.py [--runs 3] [--tokens 128] [--none-tokens 24] [--skip-none]
 """
 
 from __future__ import annotations
@@ -66,13 +67,13 @@ def main() -> None:
         sys.exit("needs at least 2 cores")
     model = str(bundled_model())
     banned = cc.eog_ids(model)
-    logs = Path(tempfile.mkdtemp(prefix="toolserve-bench-turns-"))
+    logs = Path(tempfile.mkdtemp(prefix="toolserve-bench-shares-"))
     busy = cc.cpu_busy()
     if busy > 0.15:
         print(f"warning: the CPUs were {busy:.0%} busy before the run; numbers will be low and noisy", file=sys.stderr)
-    setups = {"turns": (n, []), "split": (n // 2, [])}
+    setups = {"shares": (n, []), "split": (n // 2, [])}
     if not args.skip_none:
-        setups["none"] = (n, ["--no-core-turns"])
+        setups["none"] = (n, ["--no-core-shares"])
     table: dict[str, dict[str, list[float]]] = {k: {"alone": [], "a": [], "b": [], "both": []} for k in setups}
     for r in range(args.runs):
         for name, (threads, extra) in setups.items():
