@@ -86,7 +86,7 @@ def test_busy_engines_split_the_cores_and_get_them_back(tmp_path: Path) -> None:
     assert threads(b) == 2 and b.shared == 2
     a.close()
     b.close()
-    assert list(tmp_path.iterdir()) == []  # each engine's files go with it
+    assert list(tmp_path.iterdir()) == [tmp_path / cores.HOLD]  # each engine's own files go with it
 
 
 def test_an_engine_that_came_later_is_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -120,6 +120,41 @@ def test_an_engine_becoming_busy_waits_for_a_computation_begun_on_all_threads(tm
     became_busy.join()
     assert order == ["a computed", "b busy"]
     assert (threads(a), threads(b)) == (1, 1)
+    a.close()
+    b.close()
+
+
+def test_a_computation_alone_waits_for_the_others_and_holds_them(tmp_path: Path) -> None:
+    """An image encoder cannot change its threads: it waits for the busy engines' current
+    computations, and their next ones wait for it."""
+    a, b = Shares(str(tmp_path), 2, n_cores=2), Shares(str(tmp_path), 2, n_cores=2)
+    a.busy(True)
+    b.busy(True)
+    order: list[str] = []
+    inside, release = threading.Event(), threading.Event()
+
+    def encode() -> None:
+        with b.alone():
+            order.append("b alone")
+            inside.set()
+            release.wait()
+            order.append("b done")
+
+    encoder = threading.Thread(target=encode)
+    with a.computing():
+        encoder.start()
+        while encoder.is_alive() and not inside.is_set() and not blocked_on(tmp_path / f"{a.name}.run"):
+            encoder.join(0.01)
+        order.append("a computed")
+    inside.wait()
+    decoder = threading.Thread(target=lambda: order.append(f"a computes on {threads(a)}"))
+    decoder.start()
+    while decoder.is_alive() and not blocked_on(tmp_path / cores.HOLD):
+        decoder.join(0.01)
+    release.set()
+    decoder.join()
+    encoder.join()
+    assert order == ["a computed", "b alone", "b done", "a computes on 1"]
     a.close()
     b.close()
 

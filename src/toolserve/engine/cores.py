@@ -33,6 +33,7 @@ from collections.abc import Iterator, Sequence
 log = logging.getLogger(__name__)
 
 RESCAN = 0.5  # seconds between looks for engines that came or went
+HOLD = "hold"  # the file an engine computing alone holds
 _shared: str | None = None  # the server's directory, once `prepare` made one
 _ids = itertools.count()
 
@@ -86,7 +87,11 @@ class Shares:
     computes. An engine that becomes busy waits for the computations of the others that are
     busy to end (a shared lock on their .run): one of them may have begun on all of its threads
     before it saw this engine busy, and a computation with more threads than it has cores can
-    last as long as the other engine stays busy."""
+    last as long as the other engine stays busy.
+
+    A computation whose threads cannot be changed (libmtmd's image encoder) runs `alone()`: it
+    holds HOLD, which stops the others before their next computation, and waits for their
+    current ones to end."""
 
     def __init__(self, directory: str | None, threads: int, n_cores: int | None = None):
         self.directory = directory
@@ -94,12 +99,13 @@ class Shares:
         self.cores = n_cores or count()
         self.shared = 0  # computations that ran on fewer threads because others were busy
         self._busy = False
-        self._fd = self._run = -1
+        self._fd = self._run = self._hold = -1
         self._others: dict[str, tuple[int, int, int]] = {}  # name -> (our open file of NAME, of NAME.run, its threads)
         self._scanned = 0.0
         if directory is not None:
             self.name = f"{os.getpid()}-{next(_ids)}-{threads}"
             path = os.path.join(directory, self.name)
+            self._hold = os.open(os.path.join(directory, HOLD), os.O_RDWR | os.O_CREAT, 0o600)
             self._run = os.open(path + ".run", os.O_RDWR | os.O_CREAT, 0o600)
             self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # last: others look for it
 
@@ -110,10 +116,27 @@ class Shares:
         self._busy = on
         if on:
             self._look()
-            for fd, run, _ in self._others.values():
-                if _held(fd):  # a computation it began before it saw us busy ends first
-                    fcntl.flock(run, fcntl.LOCK_SH)
-                    fcntl.flock(run, fcntl.LOCK_UN)
+            self._wait_for_busy_others()  # a computation one began before it saw us busy ends first
+
+    def _wait_for_busy_others(self) -> None:
+        for fd, run, _ in self._others.values():
+            if _held(fd):
+                fcntl.flock(run, fcntl.LOCK_SH)
+                fcntl.flock(run, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def alone(self) -> Iterator[None]:
+        """Around a computation on all of this engine's threads: the others wait meanwhile."""
+        if self._fd < 0:
+            yield
+            return
+        fcntl.flock(self._hold, fcntl.LOCK_EX)  # after another engine's alone(), if one runs
+        try:
+            self._look()
+            self._wait_for_busy_others()
+            yield
+        finally:
+            fcntl.flock(self._hold, fcntl.LOCK_UN)
 
     @contextlib.contextmanager
     def computing(self) -> Iterator[int]:
@@ -121,7 +144,13 @@ class Shares:
         if self._fd < 0:
             yield self.mine
             return
-        fcntl.flock(self._run, fcntl.LOCK_EX)  # before looking: an engine that becomes busy after this waits for us
+        while True:
+            fcntl.flock(self._run, fcntl.LOCK_EX)  # before looking: an engine that becomes busy after this waits for us
+            if not _held(self._hold):
+                break
+            fcntl.flock(self._run, fcntl.LOCK_UN)  # another engine computes alone: wait for it
+            fcntl.flock(self._hold, fcntl.LOCK_SH)
+            fcntl.flock(self._hold, fcntl.LOCK_UN)
         try:
             self._look()
             n = share(self.mine, [t for fd, _, t in self._others.values() if _held(fd)], self.cores)
@@ -138,7 +167,7 @@ class Shares:
         assert self.directory is not None
         self._scanned = time.monotonic()
         try:
-            names = {n for n in os.listdir(self.directory) if not n.endswith(".run")} - {self.name}
+            names = {n for n in os.listdir(self.directory) if not n.endswith(".run")} - {self.name, HOLD}
         except OSError:
             names = set()
         for gone in set(self._others) - names:
@@ -167,7 +196,7 @@ class Shares:
         if self._fd >= 0:
             os.close(self._fd)
             os.close(self._run)
-            self._fd = self._run = -1
+            self._fd = self._run = self._hold = -1
             assert self.directory is not None
             for suffix in ("", ".run"):
                 with contextlib.suppress(OSError):

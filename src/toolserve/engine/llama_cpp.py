@@ -745,7 +745,10 @@ class LlamaCppEngine:
         image = job.images[job.at]
         last = image.end == len(job.prompt)
         new_n_past = llama_cpp.llama_pos(0)
-        with self._mtmd_lock:
+        with self._cores.alone(), self._mtmd_lock:  # its encoder keeps the threads it was loaded with
+            if self._threads != self._cores.mine:
+                llama_cpp.llama_set_n_threads(self._ctx, self._cores.mine, self._cores.mine)
+                self._threads = self._cores.mine
             rc = mtmd_cpp.mtmd_helper_eval_chunk_single(
                 self._mtmd, self._ctx, image.handle.ptr, job.n_past, job.seq.id, self._n_batch, last, ctypes.byref(new_n_past),
             )
