@@ -196,6 +196,7 @@ class Shares:
         if self._fd >= 0:
             os.close(self._fd)
             os.close(self._run)
+            os.close(self._hold)
             self._fd = self._run = self._hold = -1
             assert self.directory is not None
             for suffix in ("", ".run"):

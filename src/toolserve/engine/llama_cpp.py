@@ -217,8 +217,8 @@ class LlamaCppEngine:
         core_shares: str | None = None,
     ):
         """`adapters`: the LoRA adapter sets requests may run under, by index (`submit`'s
-        `adapter`); set 0 is the default (empty: the base weights). `core_turns`: the server's
-        lock file when its engines take turns on the cores (engine/cores.py)."""
+        `adapter`); set 0 is the default (empty: the base weights). `core_shares`: the
+        server's directory when its busy engines share the cores (engine/cores.py)."""
         threads = n_threads or os.cpu_count() or 1
         n_batch += parallel  # a whole prompt chunk fits beside one decode token of every other sequence
         if flash_attn is None:  # llama.cpp's automatic choice, as llama-server's default
