@@ -13,9 +13,14 @@ different prompts, greedy, `--tokens` new tokens with the end-of-text tokens ban
 
 It prints per setup the median over --runs runs of: the lone stream's tok/s, each stream's tok/s
 when both run, and the aggregate (both streams' tokens over the wall time from sending to the
-last token), and the aggregate against the lone stream. Run it on an otherwise idle machine.
+last token), and the aggregate against the lone stream.
 
-    python bench/core_shares.py [--runs 3] [--tokens 128] [--none-tokens 24] [--skip-none]
+--embeddings also measures one model served with `--embeddings` (its embedding context is a
+second engine): a chat stream alone, then the same stream while a client sends /v1/embeddings
+requests of 16 short inputs back to back; with shares, and with --no-core-shares. Run it on an
+otherwise idle machine.
+
+    python bench/core_shares.py [--runs 3] [--tokens 128] [--none-tokens 24] [--skip-none] [--embeddings]
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import asyncio
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import concurrency as cc
@@ -43,12 +49,32 @@ def config(path: Path, threads: int) -> str:
 
 async def streams(url: str, models: list[str], tokens: int, banned: list[int], tag: str) -> list[cc.Stream]:
     bodies = [{
-        "model": m, "max_tokens": tokens, "temperature": 0, "stream": True, "stream_options": {"include_usage": True},
+        **({"model": m} if m else {}), "max_tokens": tokens, "temperature": 0, "stream": True, "stream_options": {"include_usage": True},
         "messages": [{"role": "user", "content": f"({tag}) Write a story about {cc.TOPICS[i % len(cc.TOPICS)]}."}],
         "logit_bias": {str(t): -100 for t in banned},
     } for i, m in enumerate(models)]
     async with httpx.AsyncClient(timeout=1800) as client:
         return list(await asyncio.gather(*(cc.one_stream(client, url, b) for b in bodies)))
+
+
+async def chat_beside_embeddings(url: str, tokens: int, banned: list[int], tag: str) -> tuple[cc.Stream, float]:
+    """One chat stream while embeddings requests run back to back; embedded inputs/s."""
+    done = asyncio.Event()
+
+    async def embed(client: httpx.AsyncClient) -> float:
+        n, started = 0, time.perf_counter()
+        while not done.is_set():
+            inputs = [f"({tag}) sentence {i} about {cc.TOPICS[i % len(cc.TOPICS)]}" for i in range(16)]
+            r = await client.post(f"{url}/v1/embeddings", json={"input": inputs})
+            r.raise_for_status()
+            n += len(inputs)
+        return n / (time.perf_counter() - started)
+
+    async with httpx.AsyncClient(timeout=1800) as client:
+        task = asyncio.create_task(embed(client))
+        (chat,) = await streams(url, [""], tokens, banned, tag)
+        done.set()
+        return chat, await task
 
 
 def rate(s: cc.Stream) -> float:
@@ -61,6 +87,7 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--none-tokens", type=int, default=24)
     ap.add_argument("--skip-none", action="store_true")
+    ap.add_argument("--embeddings", action="store_true", help="also a chat stream beside an embedding context")
     args = ap.parse_args()
     n = cores.count()
     if n < 2:
@@ -95,6 +122,23 @@ def main() -> None:
             t["both"].append(cc.summarise(both).aggregate)
             print(f"run {r + 1} {name}: alone {t['alone'][-1]:.1f}, together {t['a'][-1]:.1f} + {t['b'][-1]:.1f} tok/s "
                   f"(aggregate {t['both'][-1]:.1f})", file=sys.stderr, flush=True)
+    emb: dict[str, dict[str, list[float]]] = {k: {"alone": [], "beside": [], "inputs": []} for k in ("shares", "none")}
+    for r in range(args.runs if args.embeddings else 0):
+        for name, extra in (("shares", []), ("none", ["--no-core-shares"])):
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            cmd = [sys.executable, "-m", "toolserve.cli", "serve", "--port", str(port), "--log-level", "warning",
+                   "--embeddings", "--parallel", "1", *extra]
+            with cc.serving(f"toolserve-embeddings-{name}", cmd, url, logs):
+                asyncio.run(streams(url, [""], 8, banned, "warm"))
+                (alone,) = asyncio.run(streams(url, [""], args.tokens, banned, f"e-alone-{r}"))
+                beside, inputs = asyncio.run(chat_beside_embeddings(url, args.tokens, banned, f"e-beside-{r}"))
+            e = emb[name]
+            e["alone"].append(rate(alone))
+            e["beside"].append(rate(beside))
+            e["inputs"].append(inputs)
+            print(f"run {r + 1} embeddings {name}: chat alone {e['alone'][-1]:.1f}, beside embeddings {e['beside'][-1]:.1f} tok/s, "
+                  f"{inputs:.1f} inputs/s", file=sys.stderr, flush=True)
     print(f"\nTwo models on the bundled file, {n} cores, median of {args.runs} runs ({args.tokens} tokens; "
           f"none: 1 run of {args.none_tokens})\n")
     print("| setup | threads each | alone tok/s | together: a | together: b | aggregate | aggregate / alone |")
@@ -102,6 +146,13 @@ def main() -> None:
     for name, (threads, _) in setups.items():
         med = {k: statistics.median(v) for k, v in table[name].items()}
         print(f"| {name} | {threads} | {med['alone']:.1f} | {med['a']:.1f} | {med['b']:.1f} | {med['both']:.1f} | {med['both'] / med['alone']:.2f} |")
+    if args.embeddings:
+        print(f"\nOne model with --embeddings, {n} threads, median of {args.runs} runs\n")
+        print("| setup | chat alone tok/s | chat beside embeddings tok/s | embedded inputs/s |")
+        print("|---|---|---|---|")
+        for name, e in emb.items():
+            med = {k: statistics.median(v) for k, v in e.items()}
+            print(f"| {name} | {med['alone']:.1f} | {med['beside']:.1f} | {med['inputs']:.1f} |")
 
 
 if __name__ == "__main__":
