@@ -74,6 +74,23 @@ def test_without_a_directory_an_engine_keeps_its_threads() -> None:
     alone.close()
 
 
+def test_an_engine_whose_directory_is_gone_computes_as_if_alone(tmp_path: Path) -> None:
+    gone = tmp_path / "removed"
+    engine = Shares(str(gone), 2, n_cores=2)
+    engine.busy(True)
+    assert threads(engine) == 2
+    with engine.alone():
+        pass
+    engine.close()
+
+
+def test_prepare_without_a_place_for_the_directory_shares_nothing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(cores, "_shared", None)
+    monkeypatch.setattr(cores, "count", lambda: 2)
+    monkeypatch.setattr(cores.tempfile, "tempdir", str(tmp_path / "missing"))
+    assert cores.prepare([2, 2]) is None and cores.shared() is None
+
+
 def test_busy_engines_split_the_cores_and_get_them_back(tmp_path: Path) -> None:
     a, b = Shares(str(tmp_path), 2, n_cores=2), Shares(str(tmp_path), 2, n_cores=2)
     assert (threads(a), threads(b)) == (2, 2)  # neither busy

@@ -67,7 +67,11 @@ def prepare(threads: Sequence[int]) -> str | None:
     global _shared
     if not needed(threads, count()):
         return None
-    _shared = tempfile.mkdtemp(prefix="toolserve-cores-")
+    try:
+        _shared = tempfile.mkdtemp(prefix="toolserve-cores-")
+    except OSError as exc:
+        log.warning("local engines busy at once cannot share the cores: no directory for it (%s)", exc)
+        return None
     import atexit
 
     atexit.register(shutil.rmtree, _shared, True)
@@ -105,9 +109,16 @@ class Shares:
         if directory is not None:
             self.name = f"{os.getpid()}-{next(_ids)}-{threads}"
             path = os.path.join(directory, self.name)
-            self._hold = os.open(os.path.join(directory, HOLD), os.O_RDWR | os.O_CREAT, 0o600)
-            self._run = os.open(path + ".run", os.O_RDWR | os.O_CREAT, 0o600)
-            self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # last: others look for it
+            try:
+                self._hold = os.open(os.path.join(directory, HOLD), os.O_RDWR | os.O_CREAT, 0o600)
+                self._run = os.open(path + ".run", os.O_RDWR | os.O_CREAT, 0o600)
+                self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)  # last: others look for it
+            except OSError as exc:  # the directory went away (a tmp cleaner): compute as if alone
+                log.warning("this engine cannot share the cores with the others (%s); it computes on all its threads", exc)
+                for fd in (self._hold, self._run):
+                    if fd >= 0:
+                        os.close(fd)
+                self._fd = self._run = self._hold = -1
 
     def busy(self, on: bool) -> None:
         if self._fd < 0 or on == self._busy:
