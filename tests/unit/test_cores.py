@@ -106,6 +106,24 @@ def test_busy_engines_split_the_cores_and_get_them_back(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == [tmp_path / cores.HOLD]  # each engine's own files go with it
 
 
+def test_the_context_is_set_only_when_its_threads_change(tmp_path: Path) -> None:
+    applied: list[int] = []
+    a, b = Shares(str(tmp_path), 2, n_cores=2, apply=applied.append), Shares(str(tmp_path), 2, n_cores=2)
+    a.busy(True)
+    threads(a)
+    b.busy(True)
+    threads(a)
+    threads(a)
+    with a.alone():  # on all its threads
+        pass
+    threads(a)
+    b.busy(False)
+    threads(a)
+    assert applied == [1, 2, 1, 2]
+    a.close()
+    b.close()
+
+
 def test_an_engine_that_came_later_is_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cores, "RESCAN", 1e9)
     a = Shares(str(tmp_path), 2, n_cores=2)

@@ -20,6 +20,7 @@ began before they could see it (`Shares`).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import fcntl
 import itertools
@@ -28,7 +29,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +73,6 @@ def prepare(threads: Sequence[int]) -> str | None:
     except OSError as exc:
         log.warning("local engines busy at once cannot share the cores: no directory for it (%s)", exc)
         return None
-    import atexit
-
     atexit.register(shutil.rmtree, _shared, True)
     log.info("local engines busy at once share the %d cores (%s threads)", count(), "+".join(map(str, threads)))
     return _shared
@@ -84,8 +83,9 @@ def shared() -> str | None:
 
 
 class Shares:
-    """One engine's side: `busy(True)` while it has work, `computing()` around each computation.
-    Without a directory it always computes on its own threads.
+    """One engine's side: `busy(True)` while it has work, `computing()` around each computation,
+    which sets the context's threads for it. Without a directory it always computes on its own
+    threads.
 
     Each engine has two files: NAME, locked while it is busy, and NAME.run, locked while it
     computes. An engine that becomes busy waits for the computations of the others that are
@@ -97,10 +97,16 @@ class Shares:
     holds HOLD, which stops the others before their next computation, and waits for their
     current ones to end."""
 
-    def __init__(self, directory: str | None, threads: int, n_cores: int | None = None):
+    def __init__(
+        self, directory: str | None, threads: int, n_cores: int | None = None, apply: Callable[[int], None] = lambda n: None,
+    ):
+        """`apply(n)` sets the engine's context to compute on n threads (llama_set_n_threads);
+        it is called only when n changes."""
         self.directory = directory
         self.mine = threads
         self.cores = n_cores or count()
+        self._apply = apply
+        self._current = threads  # what the context computes on now
         self.shared = 0  # computations that ran on fewer threads because others were busy
         self._busy = False
         self._fd = self._run = self._hold = -1
@@ -145,6 +151,7 @@ class Shares:
         try:
             self._look()
             self._wait_for_busy_others()
+            self._use(self.mine)
             yield
         finally:
             fcntl.flock(self._hold, fcntl.LOCK_UN)
@@ -167,9 +174,15 @@ class Shares:
             n = share(self.mine, [t for fd, _, t in self._others.values() if _held(fd)], self.cores)
             if n < self.mine:
                 self.shared += 1
+            self._use(n)
             yield n
         finally:
             fcntl.flock(self._run, fcntl.LOCK_UN)
+
+    def _use(self, n: int) -> None:
+        if n != self._current:
+            self._apply(n)
+            self._current = n
 
     def _look(self) -> None:
         """List the others again when RESCAN seconds have passed."""

@@ -121,8 +121,7 @@ class Embedder:
             raise ModelLoadError(f"cannot create an embedding context for {path}")
         self._mem = llama_cpp.llama_get_memory(self._ctx)  # NULL for encoder-only models: no KV
         self._batch = llama_cpp.llama_batch_init(self.n_ctx, 0, 1)
-        self._cores = Shares(core_shares, n_threads)
-        self._threads = n_threads
+        self._cores = Shares(core_shares, n_threads, apply=lambda n: llama_cpp.llama_set_n_threads(self._ctx, n, n))
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._worker = threading.Thread(target=self._run, name="toolserve-embed", daemon=True)
         self._worker.start()
@@ -192,12 +191,12 @@ class Embedder:
             try:
                 rows = self._compute([t for j in jobs for t in j.inputs])
             except Exception as exc:
-                self._cores.busy(False)
                 log.exception("embedding failed")
                 for j in jobs:
                     j.loop.call_soon_threadsafe(_settle, j.future, None, EngineFailure(f"embedding failed: {exc}"))
                 continue
-            self._cores.busy(False)
+            finally:
+                self._cores.busy(False)
             at = 0
             for j in jobs:
                 part = rows[at : at + len(j.inputs)]
@@ -220,10 +219,7 @@ class Embedder:
                     batch.logits[n] = True  # an output row for each token: llama.cpp pools them
                     n += 1
             batch.n_tokens = n
-            with self._cores.computing() as n_threads:
-                if n_threads != self._threads:
-                    llama_cpp.llama_set_n_threads(self._ctx, n_threads, n_threads)
-                    self._threads = n_threads
+            with self._cores.computing():
                 rc = llama_cpp.llama_decode(self._ctx, batch)
             if rc != 0:
                 raise EngineFailure(f"llama_decode returned {rc}")

@@ -297,11 +297,10 @@ class LlamaCppEngine:
             ),
         )
         self.stats = EngineStats()
-        self._cores = Shares(core_shares, threads)
-        self._threads = threads  # what the context computes on now
         self.cache = PromptCache(cache_ram_mb * 1024 * 1024) if cache_ram_mb > 0 else None
         self._ctx = self._llm._ctx.ctx
         self._mem = llama_cpp.llama_get_memory(self._ctx)
+        self._cores = Shares(core_shares, threads, apply=lambda n: llama_cpp.llama_set_n_threads(self._ctx, n, n))
         self._seqs = [SeqState(i) for i in range(parallel)]
         self._batch = _Batch(n_batch, parallel)
         self._running: list[_Job] = []  # in the order they were admitted
@@ -727,10 +726,7 @@ class LlamaCppEngine:
     def _decode(self) -> None:
         batch = self._batch
         batch.struct.n_tokens = batch.n
-        with self._cores.computing() as n:
-            if n != self._threads:
-                llama_cpp.llama_set_n_threads(self._ctx, n, n)
-                self._threads = n
+        with self._cores.computing():
             rc = llama_cpp.llama_decode(self._ctx, batch.struct)
         self.stats.shared_decodes = self._cores.shared
         self._copies_pending = False  # done before the batch, whatever became of the batch
@@ -746,9 +742,6 @@ class LlamaCppEngine:
         last = image.end == len(job.prompt)
         new_n_past = llama_cpp.llama_pos(0)
         with self._cores.alone(), self._mtmd_lock:  # its encoder keeps the threads it was loaded with
-            if self._threads != self._cores.mine:
-                llama_cpp.llama_set_n_threads(self._ctx, self._cores.mine, self._cores.mine)
-                self._threads = self._cores.mine
             rc = mtmd_cpp.mtmd_helper_eval_chunk_single(
                 self._mtmd, self._ctx, image.handle.ptr, job.n_past, job.seq.id, self._n_batch, last, ctypes.byref(new_n_past),
             )
