@@ -102,6 +102,9 @@ class EngineStats:
     active: int = 0  # generations running now (at most the engine's `slots`)
     shared_decodes: int = 0  # decodes on fewer threads while other local engines were busy (engine/cores.py)
 
+    # the counters an engine process sends with each step, which add up across its restarts
+    TOTALS = ("requests", "prompt_tokens", "cached_tokens", "generated_tokens", "shared_decodes")
+
     @property
     def busy(self) -> bool:
         return self.active > 0

@@ -123,8 +123,8 @@ class RemoteEngine:
         self.restarts = 0
         self.last_crash: str | None = None
         self.stats = EngineStats()
-        self._base = (0, 0, 0, 0, 0)  # counters of the engine processes before the current one
-        self._last = (0, 0, 0, 0, 0)
+        self._base = [0] * len(EngineStats.TOTALS)  # counters of the engine processes before the current one
+        self._last = [0] * len(EngineStats.TOTALS)
         self._loop: asyncio.AbstractEventLoop | None = None  # the event loop that reads the events socket
         self._reading: Connection | None = None  # the last events connection given to a loop (which closes it)
         self._steps = 0  # events messages read (the supervisor tells a busy engine from a hung one)
@@ -306,10 +306,11 @@ class RemoteEngine:
             self.stats.finished += 1
             if err is None:
                 self._failures = 0  # it serves again
-        requests, prompt, cached_total, generated, shared, active, cache = stats
-        self._last = (requests, prompt, cached_total, generated, shared)
-        s, b = self.stats, self._base
-        s.requests, s.prompt_tokens, s.cached_tokens, s.generated_tokens, s.shared_decodes = (b[i] + self._last[i] for i in range(5))
+        *totals, active, cache = stats
+        self._last = totals
+        s = self.stats
+        for name, before, now in zip(s.TOTALS, self._base, totals, strict=True):
+            setattr(s, name, before + now)
         s.active = active
         if self.cache is not None and cache is not None:
             self.cache.stats = CacheStats(*cache)
@@ -338,8 +339,8 @@ class RemoteEngine:
         for slot in calls:
             slot[1] = (False, ("EngineUnavailable", message))
             slot[0].set()
-        self._base = tuple(self._base[i] + self._last[i] for i in range(5))  # type: ignore[assignment]
-        self._last = (0, 0, 0, 0, 0)
+        self._base = [before + last for before, last in zip(self._base, self._last, strict=True)]
+        self._last = [0] * len(EngineStats.TOTALS)
         self.stats.active = 0
         self._conn.close()
         if unread:

@@ -124,7 +124,7 @@ def fault(kind: str) -> None:
 def _stats(engine: Any) -> tuple[Any, ...]:
     s = engine.stats
     cache = dataclasses.astuple(engine.cache.stats) if engine.cache is not None else None
-    return (s.requests, s.prompt_tokens, s.cached_tokens, s.generated_tokens, s.shared_decodes, s.active, cache)
+    return (*(getattr(s, name) for name in s.TOTALS), s.active, cache)
 
 
 def serve(conn: Connection, events: Connection) -> None:
