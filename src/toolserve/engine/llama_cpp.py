@@ -218,7 +218,8 @@ class LlamaCppEngine:
     ):
         """`adapters`: the LoRA adapter sets requests may run under, by index (`submit`'s
         `adapter`); set 0 is the default (empty: the base weights). `core_shares`: the
-        server's directory when its busy engines share the cores (engine/cores.py)."""
+        server's directory when its busy engines share the cores (engine/cores.py); unused when
+        all of the model's layers are on a GPU."""
         threads = n_threads or os.cpu_count() or 1
         n_batch += parallel  # a whole prompt chunk fits beside one decode token of every other sequence
         if flash_attn is None:  # llama.cpp's automatic choice, as llama-server's default
@@ -279,6 +280,9 @@ class LlamaCppEngine:
             self._llm.close()  # frees the adapters loaded so far with the model
             raise
         bos, eos = model.token_bos(), model.token_eos()
+        where = placement.report(
+            devs_before, gpu_backend, llama_cpp.llama_model_n_layer(model.model), gpu_layers, split_mode, main_gpu, tensor_split, kv_offload, placed_by
+        )
         self.info = ModelInfo(
             path=path,
             architecture=meta.get("general.architecture", ""),
@@ -292,15 +296,14 @@ class LlamaCppEngine:
             chat_template=meta.get("tokenizer.chat_template"),
             vision=self._mtmd is not None,
             repack=bool(self._llm.model_params.use_extra_bufts),
-            placement=placement.report(
-                devs_before, gpu_backend, llama_cpp.llama_model_n_layer(model.model), gpu_layers, split_mode, main_gpu, tensor_split, kv_offload, placed_by
-            ),
+            placement=where,
         )
         self.stats = EngineStats()
         self.cache = PromptCache(cache_ram_mb * 1024 * 1024) if cache_ram_mb > 0 else None
         self._ctx = self._llm._ctx.ctx
         self._mem = llama_cpp.llama_get_memory(self._ctx)
-        self._cores = Shares(core_shares, threads, apply=lambda n: llama_cpp.llama_set_n_threads(self._ctx, n, n))
+        on_cores = where.gpu_layers < where.n_layers  # all on a GPU: no share of the cores
+        self._cores = Shares(core_shares if on_cores else None, threads, apply=lambda n: llama_cpp.llama_set_n_threads(self._ctx, n, n))
         self._seqs = [SeqState(i) for i in range(parallel)]
         self._batch = _Batch(n_batch, parallel)
         self._running: list[_Job] = []  # in the order they were admitted

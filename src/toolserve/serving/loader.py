@@ -32,12 +32,6 @@ def _probe_model(path: Path) -> Path:
         return path
 
 
-def _layers(path: Path) -> int:
-    """The layers llama.cpp offloads: the GGUF's blocks and the output layer."""
-    meta = gguf_metadata(path)
-    return int(str(meta.get(f"{meta.get('general.architecture', '')}.block_count", 0) or 0)) + 1
-
-
 def cpu_shares() -> str | None:
     """The shares directory for an embedding context, which computes on the CPU unless
     llama.cpp was built with a GPU backend (engine/cores.py)."""
@@ -140,7 +134,7 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
         tensor_split=cfg.tensor_split,
         kv_offload=not cfg.no_kv_offload,
         placed_by=chosen,
-        core_shares=cores.shared() if layers == 0 or layers < _layers(path) else None,  # all on a GPU: no share of the cores
+        core_shares=cores.shared(),
     )
     engine: Engine
     if cfg.engine_process:  # a native fault ends that process, not the server (engine/remote.py)
