@@ -187,7 +187,6 @@ def _core_shares(args: argparse.Namespace) -> None:
 
     if args.no_core_shares:
         return
-    n = cores.count()
     models: list[ModelConfig] = []
     if args.config:
         try:
@@ -198,8 +197,8 @@ def _core_shares(args: argparse.Namespace) -> None:
         models = [_model_config(args)]
     threads = []
     for m in models:
-        threads += [m.threads or n] * (2 if m.embeddings else 1)
-    threads += [args.threads or n] * len(args.embedding_model)
+        threads += [cores.threads(m.threads)] * (2 if m.embeddings else 1)
+    threads += [cores.threads(args.threads)] * len(args.embedding_model)
     cores.prepare(threads)
 
 

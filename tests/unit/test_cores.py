@@ -242,7 +242,7 @@ def counted(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> list[int] | Non
     """The engines' threads `toolserve serve ARGV` hands to cores.prepare (None: not called)."""
     seen: list[list[int]] = []
     monkeypatch.setattr(cores, "prepare", lambda threads: seen.append(list(threads)))
-    monkeypatch.setattr(cores, "count", lambda: 4)
+    monkeypatch.setattr(cores.os, "cpu_count", lambda: 4)  # the CPUs engines default their threads to
     cli._core_shares(cli.build_parser().parse_args(["serve", *argv]))
     return seen[0] if seen else None
 

@@ -47,6 +47,11 @@ def count() -> int:
         return os.cpu_count() or 1
 
 
+def threads(asked: int | None) -> int:
+    """The threads an engine computes on: those asked for, else one per CPU of the machine."""
+    return asked or os.cpu_count() or 1
+
+
 def needed(threads: Sequence[int], n_cores: int) -> bool:
     """Whether engines computing on `threads` threads each must share `n_cores` cores."""
     return len(threads) > 1 and sum(threads) > n_cores

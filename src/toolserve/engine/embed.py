@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import logging
-import os
 import queue
 import threading
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 import llama_cpp
 import numpy as np
 
+from toolserve.engine import cores
 from toolserve.engine.cores import Shares
 from toolserve.engine.vocab import VocabView
 from toolserve.errors import EngineFailure, ModelLoadError
@@ -139,7 +139,7 @@ class Embedder:
         model = llama_cpp.llama_model_load_from_file(path.encode(), params)
         if not model:
             raise ModelLoadError(f"cannot load embedding model {path}")
-        return cls(model, n_ctx=n_ctx, n_threads=n_threads or os.cpu_count() or 1, owns_model=True, path=path, core_shares=core_shares)
+        return cls(model, n_ctx=n_ctx, n_threads=cores.threads(n_threads), owns_model=True, path=path, core_shares=core_shares)
 
     # -- vocabulary -------------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:

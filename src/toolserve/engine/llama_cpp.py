@@ -25,7 +25,7 @@ import numpy as np
 from llama_cpp import _internals
 
 from toolserve import _native
-from toolserve.engine import placement
+from toolserve.engine import cores, placement
 from toolserve.engine.base import EngineStats, Generation, Lora, MediaSpan, ModelInfo, media_key
 from toolserve.engine.cores import Shares
 from toolserve.engine.prompt_cache import PromptCache
@@ -220,7 +220,7 @@ class LlamaCppEngine:
         `adapter`); set 0 is the default (empty: the base weights). `core_shares`: the
         server's directory when its busy engines share the cores (engine/cores.py); unused when
         all of the model's layers are on a GPU."""
-        threads = n_threads or os.cpu_count() or 1
+        threads = cores.threads(n_threads)
         n_batch += parallel  # a whole prompt chunk fits beside one decode token of every other sequence
         if flash_attn is None:  # llama.cpp's automatic choice, as llama-server's default
             fa = llama_cpp.LLAMA_FLASH_ATTN_TYPE_AUTO

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from pathlib import Path
 
@@ -112,7 +111,7 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
     mmproj = cfg.mmproj or find_mmproj(path)
     if mmproj:
         log.info("images: projector %s", mmproj)
-    threads = cfg.threads or os.cpu_count() or 1
+    threads = cores.threads(cfg.threads)
     repack = decide_repack(cfg.no_repack, str(_probe_model(path)))
     layers, chosen = gpu_layers(cfg, path, n)
     settings = dict(
