@@ -51,6 +51,31 @@ def test_lru_eviction_keeps_budget() -> None:
     assert c.nbytes == 30 and c.stats.evictions == 1
 
 
+def test_a_save_never_evicts_the_entry_about_to_be_restored() -> None:
+    """The engine saves the sequence it overwrites, then restores the snapshot it chose: the
+    save must not evict that one (it did: touch raised KeyError, issue 31)."""
+    c = PromptCache(25)
+    c.put([1, 1], 2, "chosen", 10)
+    c.put([2, 2], 2, "other", 10)
+    chosen = c.best([1, 1, 5])[0]
+    assert chosen is not None
+    assert c.put([3, 3], 2, "saved", 10, keep=chosen)  # over budget: the other one goes, not the chosen
+    c.touch(chosen)
+    assert c.best([1, 1])[0] is chosen and c.best([2, 2])[0] is None and c.nbytes == 20
+    assert not c.put([4, 4], 2, "too big beside it", 16, keep=chosen)  # cannot fit beside the chosen: not stored
+    assert c.best([1, 1])[0] is chosen
+
+
+def test_touch_of_an_entry_no_longer_held_is_harmless() -> None:
+    c = PromptCache(10)
+    c.put([1], 1, "a", 10)
+    gone = c.best([1])[0]
+    assert gone is not None
+    c.put([2], 1, "b", 10)  # evicts [1]
+    c.touch(gone)
+    assert len(c) == 1 and c.best([2])[0] is not None
+
+
 def test_snapshot_larger_than_budget_is_not_stored() -> None:
     c = PromptCache(5)
     assert not c.put([1, 2], 2, "big", 6)

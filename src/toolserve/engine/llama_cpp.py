@@ -28,7 +28,7 @@ from toolserve import _native
 from toolserve.engine import cores, placement
 from toolserve.engine.base import EngineStats, Generation, Lora, MediaSpan, ModelInfo, media_key
 from toolserve.engine.cores import Shares
-from toolserve.engine.prompt_cache import PromptCache
+from toolserve.engine.prompt_cache import CacheEntry, PromptCache
 from toolserve.engine.slots import (
     PREFILL_CHUNK,
     SeqState,
@@ -42,7 +42,7 @@ from toolserve.engine.slots import (
     snapshot_media,
 )
 from toolserve.engine.vocab import VocabView
-from toolserve.errors import EngineFailure, InvalidRequest, ModelLoadError
+from toolserve.errors import EngineFailure, InvalidRequest, ModelLoadError, log_failure
 from toolserve.types import ImageData, SamplingParams, TokenConstraint, TokenEvent, TokenLogprob
 
 log = logging.getLogger(__name__)
@@ -503,8 +503,8 @@ class LlamaCppEngine:
                 if self._running:
                     self._step()
             except Exception as exc:  # a failed decode must not kill the worker
-                log.exception("generation failed")
-                self._fail_all(EngineFailure(f"generation failed: {exc}"))
+                log_failure(log, "generation failed", exc)
+                self._fail_all(EngineFailure(f"generation failed: {type(exc).__name__}"))
             if self.on_step is not None:
                 self.on_step()
         for job in [*self._running, *self._waiting]:
@@ -531,8 +531,8 @@ class LlamaCppEngine:
             try:
                 self._start(job)
             except Exception as exc:
-                log.exception("starting a generation failed")
-                self._end(job, error=EngineFailure(f"generation failed: {exc}"))
+                log_failure(log, "starting a generation failed", exc)
+                self._end(job, error=EngineFailure(f"generation failed: {type(exc).__name__}"))
 
     def _start(self, job: _Job) -> None:
         params = job.params  # first what may fail (a grammar that does not compile): no sequence is taken yet
@@ -545,7 +545,7 @@ class LlamaCppEngine:
         if (p.save or p.snapshot is not None) and self._copies_pending:
             self._flush()
         if p.save:
-            self._save(seq)
+            self._save(seq, keep=p.snapshot)  # the snapshot chosen for this prompt must outlive the save
         reuse = p.reuse
         if p.snapshot is not None:
             self._clear(seq)
@@ -620,8 +620,8 @@ class LlamaCppEngine:
         finally:
             llama_cpp.llama_memory_seq_rm(self._mem, seq, ends[seq], -1)
 
-    def _save(self, seq: SeqState) -> None:
-        """Snapshot a sequence's reusable prefix before its KV is overwritten."""
+    def _save(self, seq: SeqState, keep: CacheEntry | None = None) -> None:
+        """Snapshot a sequence's reusable prefix before its KV is overwritten (never evicting `keep`)."""
         assert self.cache is not None
         self._trim(seq, seq.usable)
         size = llama_cpp.llama_state_seq_get_size(self._ctx, seq.id)
@@ -630,7 +630,7 @@ class LlamaCppEngine:
         buf = (ctypes.c_uint8 * size)()
         written = llama_cpp.llama_state_seq_get_data(self._ctx, buf, size, seq.id)
         if written:
-            self.cache.put(seq.tokens, seq.usable, buf, written, seq.media, seq.adapter, seq.cuts)
+            self.cache.put(seq.tokens, seq.usable, buf, written, seq.media, seq.adapter, seq.cuts, keep=keep)
 
     def _follow(self, job: _Job, final: bool = False) -> None:
         """Once the job's leader has read their shared prefix (or stops reading, or ends:
@@ -764,8 +764,8 @@ class LlamaCppEngine:
         try:
             token, lp = self._pick(job, row)
         except Exception as exc:
-            log.exception("sampling failed")
-            self._end(job, error=EngineFailure(f"sampling failed: {exc}"))
+            log_failure(log, "sampling failed", exc)
+            self._end(job, error=EngineFailure(f"sampling failed: {type(exc).__name__}"))
             return
         if token is None:
             self._end(job, "length")  # a dead end: nothing may follow, and the grammar is not complete

@@ -89,24 +89,33 @@ class PromptCache:
         return best, best_len
 
     def touch(self, entry: CacheEntry) -> None:
-        self._entries.move_to_end((entry.adapter, entry.tokens))
+        """Mark an entry as just used (the engine restored it); one no longer held is left alone."""
+        key = (entry.adapter, entry.tokens)
+        if self._entries.get(key) is entry:
+            self._entries.move_to_end(key)
 
     def covers(self, tokens: Sequence[int], usable: int, adapter: int = 0) -> bool:
         """True if some entry already offers the first `usable` tokens: saving adds nothing."""
         return any(e.reusable(tokens, adapter) >= usable for e in self._entries.values())
 
     def put(
-        self, tokens: Sequence[int], usable: int, snapshot: Any, nbytes: int, media: Sequence[Any] = (), adapter: int = 0, cuts: Sequence[int] = ()
+        self, tokens: Sequence[int], usable: int, snapshot: Any, nbytes: int, media: Sequence[Any] = (), adapter: int = 0,
+        cuts: Sequence[int] = (), keep: CacheEntry | None = None,
     ) -> bool:
         """Store a snapshot; entries it makes redundant go, then the least recently used ones
-        until the budget holds. A snapshot larger than the whole budget is not stored."""
+        until the budget holds. `keep` (the entry the engine is about to restore) never goes:
+        when the budget cannot hold both, the new snapshot is not stored. A snapshot larger
+        than the whole budget is not stored."""
         if nbytes > self.budget or usable <= 0:
             return False
+        if keep is not None and keep.nbytes + nbytes > self.budget:
+            return False
         key = tuple(tokens)
-        for old in [e for e in self._entries.values() if e.usable <= e.reusable(key, adapter) and e.usable <= usable]:
+        for old in [e for e in self._entries.values() if e is not keep and e.usable <= e.reusable(key, adapter) and e.usable <= usable]:
             del self._entries[(old.adapter, old.tokens)]  # a longer snapshot of the same conversation replaces it
-        while self._entries and self.nbytes + nbytes > self.budget:
-            self._entries.popitem(last=False)
+        while self.nbytes + nbytes > self.budget:
+            victim = next(k for k, e in self._entries.items() if e is not keep)  # exists: keep alone fits beside it
+            del self._entries[victim]
             self.stats.evictions += 1
         self._entries[(adapter, key)] = CacheEntry(key, usable, snapshot, nbytes, tuple(media), adapter, tuple(c for c in cuts if c <= usable))
         self.stats.saves += 1
