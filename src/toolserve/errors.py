@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import traceback
+
 
 class ToolserveError(Exception):
     """Base class. `status`, `type` and `code` become the OpenAI error object."""
@@ -158,3 +161,21 @@ class UpstreamError(ToolserveError):
 class ClientGone(Exception):
     """The client left before its answer was ready: its work is cancelled and api/errors.py
     answers with an empty 499 that nobody reads (not a server error in the log)."""
+
+
+def described(exc: BaseException) -> str:
+    """An unexpected exception as a client or a log may see it: its type and the place that
+    raised it, never its message, which may hold request data (a KeyError's key was a prompt's
+    token ids: issue 31)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return type(exc).__name__
+    last = frames[-1]
+    return f"{type(exc).__name__} in {last.name} ({last.filename.rsplit('/', 1)[-1]}:{last.lineno})"
+
+
+def log_failure(log: logging.Logger, what: str, exc: BaseException) -> None:
+    """Log an unexpected exception with its stack but without its message (see `described`)."""
+    stack = "".join(traceback.format_list(traceback.extract_tb(exc.__traceback__)))
+    log.error("%s: %s\nTraceback (most recent call last):\n%s%s (message withheld: it may hold request data)",
+              what, described(exc), stack, type(exc).__name__)

@@ -32,7 +32,7 @@ from toolserve.api.anthropic_schemas import (
     ToolUseBlock,
 )
 from toolserve.api.deps import RegistryDep, log_prompt
-from toolserve.api.errors import anthropic_error
+from toolserve.api.errors import anthropic_error, error_of
 from toolserve.api.streaming import sse_response, unless_disconnected
 from toolserve.errors import InvalidRequest, ToolserveError, Unsupported
 from toolserve.formats.template import MEDIA_MARKER
@@ -367,7 +367,7 @@ class MessagesRun:
 # -- routes -------------------------------------------------------------------------------------
 def stream_error(exc: ToolserveError) -> dict[str, Any]:
     """A failure after the stream began: Anthropic's `error` event."""
-    return anthropic_error(exc.status, exc.message)
+    return anthropic_error(exc.status, error_of(exc)["error"]["message"])
 
 
 @router.post("/v1/messages")

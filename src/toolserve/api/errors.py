@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import re
+from contextvars import ContextVar
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -12,10 +13,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from toolserve.api.schemas import SURROGATE_ERROR
-from toolserve.errors import ClientGone, ToolserveError
+from toolserve.api.schemas import REQUEST_TEXT_ERRORS
+from toolserve.errors import ClientGone, ToolserveError, log_failure
 
 log = logging.getLogger(__name__)
+
+# the id the Guard gives each request (its X-Request-Id), for the code that runs within it
+REQUEST_ID: ContextVar[str] = ContextVar("toolserve_request_id", default="-")
 
 
 def error_body(message: str, type_: str, param: str | None = None, code: str | None = None) -> dict[str, Any]:
@@ -23,7 +27,22 @@ def error_body(message: str, type_: str, param: str | None = None, code: str | N
 
 
 def error_of(exc: ToolserveError) -> dict[str, Any]:
-    return error_body(exc.message, exc.type, exc.param, exc.code)
+    """The error object of `exc`. A server-side failure (5xx) is logged with the request's id,
+    which its message gives: the place to find it in the log. Such messages are written by us
+    and never carry request data (`toolserve.errors.log_failure`)."""
+    message = exc.message
+    if exc.status >= 500:
+        rid = REQUEST_ID.get()
+        log.error("%s %s: %s", rid, type(exc).__name__, exc.message)
+        message = f"{message} (request {rid})"
+    return error_body(message, exc.type, exc.param, exc.code)
+
+
+def unexpected_error(exc: Exception) -> ToolserveError:
+    """An exception none of our code expected, logged (without its message) and answered as a
+    500 that names its type and the request's id."""
+    log_failure(log, f"{REQUEST_ID.get()} unexpected error", exc)
+    return ToolserveError(f"internal error: {type(exc).__name__}")
 
 
 # Anthropic's error types by status (https://docs.anthropic.com/en/api/errors)
@@ -72,17 +91,19 @@ def _validation_response(exc: RequestValidationError) -> tuple[dict[str, Any], i
         detail = ctx.get("error", first["msg"]) if isinstance(ctx, dict) else first["msg"]
         msg = f"The request body is not valid JSON: {detail}"
         return error_body(msg, "invalid_request_error", None, "invalid_json"), 400
-    if first.get("type") == SURROGATE_ERROR:
+    if first.get("type") in REQUEST_TEXT_ERRORS:  # found by the body's own check: it names the place
         ctx = first.get("ctx")
         where = ctx.get("param") if isinstance(ctx, dict) else None
-        return error_body(str(first["msg"]), "invalid_request_error", where, "invalid_unicode"), 400
+        return error_body(str(first["msg"]), "invalid_request_error", where, REQUEST_TEXT_ERRORS[str(first["type"])]), 400
     loc = tuple(first.get("loc", ()))
     param = _param(loc)
     if first.get("type") == "missing":
         msg = f"Missing required parameter: '{param}'."
         code = "missing_required_parameter"
     else:
-        msg = f"Invalid value for '{param}': {first['msg']}." if param else f"Invalid request: {first['msg']}."
+        # pydantic names our model classes ("a valid dictionary or instance of OtherItem"): say what JSON needs
+        said = "Input should be an object" if first.get("type") in ("model_type", "model_attributes_type") else first["msg"]
+        msg = f"Invalid value for '{param}': {said}." if param else f"Invalid request: {said}."
         code = "invalid_value"
     return error_body(msg, "invalid_request_error", param, code), 400
 
@@ -93,8 +114,6 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ToolserveError)
     async def _ours(request: Request, exc: ToolserveError) -> JSONResponse:
-        if exc.status >= 500:
-            log.error("%s: %s", type(exc).__name__, exc.message)
         return reply(request, error_of(exc), exc.status, exc.headers)
 
     @app.exception_handler(RequestValidationError)
@@ -114,5 +133,4 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unexpected error")
-        return reply(request, error_body(f"internal error: {type(exc).__name__}", "server_error"), 500)
+        return reply(request, error_of(unexpected_error(exc)), 500)

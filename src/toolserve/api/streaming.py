@@ -12,7 +12,7 @@ from fastapi import Request
 from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 
-from toolserve.api.errors import error_of
+from toolserve.api.errors import error_of, unexpected_error
 from toolserve.errors import ClientGone, ToolserveError
 
 log = logging.getLogger(__name__)
@@ -20,7 +20,7 @@ T = TypeVar("T")
 
 
 def sse(obj: dict[str, Any]) -> str:
-    return f"data: {json.dumps(obj, ensure_ascii=False, separators=(',', ':'))}\n\n"
+    return f"data: {json.dumps(obj, ensure_ascii=False, separators=(',', ':'), allow_nan=False)}\n\n"  # standard JSON only
 
 
 def sse_event(obj: dict[str, Any]) -> str:
@@ -48,8 +48,7 @@ def sse_response(
         except ToolserveError as exc:
             yield frame(error(exc))
         except Exception as exc:  # headers are sent already: report in-band, never drop the stream
-            log.exception("stream failed")
-            yield frame(error(ToolserveError(f"internal error: {type(exc).__name__}")))
+            yield frame(error(unexpected_error(exc)))
         finally:
             await chunks.aclose()  # type: ignore[attr-defined]
             if on_close is not None:

@@ -39,7 +39,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from toolserve.engine.base import MediaSpan, TokenEvent
-from toolserve.errors import ToolserveError
+from toolserve.errors import ToolserveError, log_failure
 
 log = logging.getLogger("toolserve.engine.worker")
 
@@ -66,7 +66,7 @@ class _Gen:
     def close(self, finish_reason: str | None = None, error: BaseException | None = None) -> None:
         err = None
         if error is not None:
-            err = (type(error).__name__, error.message if isinstance(error, ToolserveError) else str(error))
+            err = (type(error).__name__, error.message if isinstance(error, ToolserveError) else f"engine error: {type(error).__name__}")
         self.gens.pop(self.rid, None)
         self.out.add(("end", self.rid, finish_reason, err, self.cached_tokens))
 
@@ -195,7 +195,8 @@ def serve(conn: Connection, events: Connection) -> None:
             except ToolserveError as exc:
                 out.send(("reply", cid, False, (type(exc).__name__, exc.message)))
             except Exception as exc:
-                out.send(("reply", cid, False, ("EngineFailure", f"{type(exc).__name__}: {exc}")))
+                log_failure(log, f"engine call {method} failed", exc)
+                out.send(("reply", cid, False, ("EngineFailure", f"engine call {method} failed: {type(exc).__name__}")))
         elif what == "fault":
             out.fault = msg[1]  # fires after the next engine step
         elif what == "close":

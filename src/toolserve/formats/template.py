@@ -199,4 +199,4 @@ class ChatTemplate:
         except jinja2.TemplateError as exc:
             raise BrokenTemplate(f"chat template failed: {exc}") from exc
         except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
-            raise BrokenTemplate(f"chat template failed: {type(exc).__name__}: {exc}") from exc
+            raise BrokenTemplate(f"chat template failed: {type(exc).__name__}") from exc  # its message may quote the request
