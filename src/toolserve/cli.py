@@ -229,18 +229,20 @@ def _serve(args: argparse.Namespace) -> int:
         check_gguf(path)
     registry = _models(args, limits)
     embedders = _embedding_models(args, registry.ids())
+    origins = [o.strip() for o in (args.cors_origins or "").split(",") if o.strip()]
     guard = GuardSettings(
         api_key=args.api_key or None,
         max_body_bytes=args.max_body_mb * 1024 * 1024,
         loopback_only=is_loopback(args.host),
+        origins=tuple(origins),
     )
-    origins = [o.strip() for o in (args.cors_origins or "").split(",") if o.strip()]
     faults = os.environ.get("TOOLSERVE_TEST_FAULTS") == "1"  # test-only: POST /debug/engine-fault
     app = create_app(registry, guard, origins, log_prompts=args.log_prompts, web=not args.no_web, embedding_models=embedders, test_faults=faults)
     grace = args.shutdown_grace
     # uvicorn waits for open connections up to its own timeout; ours aborts generations first,
     # so every stream still gets a final error event before the connection closes
-    config = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=int(grace) + 5)
+    # the access log is the Guard's (api/guard.py): its path has no query string, where a client may put a key
+    config = uvicorn.Config(app, log_level=args.log_level, timeout_graceful_shutdown=int(grace) + 5, access_log=False)
 
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: object) -> None:

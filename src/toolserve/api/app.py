@@ -11,15 +11,13 @@ from fastapi.middleware.cors import CORSMiddleware
 from toolserve import __version__
 from toolserve.api import anthropic, chat, completions, embeddings, metrics, misc, responses
 from toolserve.api.errors import install_error_handlers
-from toolserve.api.guard import Guard, GuardSettings
+from toolserve.api.guard import LOCAL_ORIGINS, Guard, GuardSettings
 from toolserve.api.metrics import Metrics
 from toolserve.api.responses_store import ResponseStore
 from toolserve.api.web import web_router
 from toolserve.serving.embeddings import EmbeddingModel
 from toolserve.serving.pipeline import Pipeline
 from toolserve.serving.registry import ModelRegistry
-
-LOCAL_ORIGINS = r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$"
 
 
 def create_app(

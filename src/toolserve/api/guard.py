@@ -1,5 +1,5 @@
-"""Who may talk to the server and how much they may send: API key, Host check, body cap,
-request ids. One pure ASGI middleware, so streaming responses pass through untouched."""
+"""Who may talk to the server and how much they may send: API key, Host check, Origin check,
+body cap, request ids. One pure ASGI middleware, so streaming responses pass through untouched."""
 
 from __future__ import annotations
 
@@ -7,13 +7,14 @@ import hmac
 import ipaddress
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from toolserve.api.errors import error_body, shaped
+from toolserve.api.errors import REQUEST_ID, error_body, shaped
 
 log = logging.getLogger("toolserve.access")
 
@@ -24,6 +25,17 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+# browser origins served from this machine: allowed unless --cors-origins names others
+LOCAL_ORIGINS = r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$"
+# the methods a web page may send cross-site that change nothing here (reads are guarded by CORS)
+SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
+# what answers without the API key: health checks, metrics scrapers, the chat page (which asks
+# for the key itself) and the API's own description; every route that computes needs the key
+OPEN_PATHS = {"/health", "/metrics", "/", "/favicon.ico", "/openapi.json", "/docs", "/redoc"}
+
+
+def needs_key(path: str) -> bool:
+    return path not in OPEN_PATHS and not path.startswith("/web/")
 
 
 def is_loopback(host: str) -> bool:
@@ -48,6 +60,17 @@ class GuardSettings:
     api_key: str | None = None
     max_body_bytes: int = 8 * 1024 * 1024
     loopback_only: bool = True  # bound to loopback: refuse other Host names (DNS rebinding)
+    origins: tuple[str, ...] = ()  # --cors-origins ("*": any); none: LOCAL_ORIGINS
+
+    def origin_allowed(self, origin: str, host: str) -> bool:
+        """Whether a page of `origin` may make this server compute or change state: the
+        server's own pages (same host and port), the allowed origins, nothing else ("null",
+        a sandboxed or file page, included)."""
+        if origin in (f"http://{host}", f"https://{host}"):
+            return True
+        if self.origins:
+            return "*" in self.origins or origin in self.origins
+        return re.match(LOCAL_ORIGINS, origin) is not None
 
 
 class Guard:
@@ -62,6 +85,7 @@ class Guard:
             return
         request_id = f"req_{uuid.uuid4().hex[:16]}"
         scope.setdefault("state", {})["request_id"] = request_id  # request.state.request_id in routes
+        REQUEST_ID.set(request_id)  # and for errors (api/errors.py): this task and those it starts
         started = time.perf_counter()
         status = 0
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
@@ -103,10 +127,16 @@ class Guard:
         if s.loopback_only and not is_loopback(host_of(headers.get("host", "localhost"))):
             msg = "Host header names a non-loopback host; this server only answers to localhost."
             return 403, error_body(msg, "permission_error", None, "host_not_allowed")
+        origin = headers.get("origin")
+        if origin is not None and scope.get("method") not in SAFE_METHODS and not s.origin_allowed(origin, headers.get("host", "")):
+            # a page elsewhere can send simple requests (no preflight) that CORS does not stop: a
+            # form post or a body-less fetch would otherwise run here (unload a model, generate)
+            msg = f"Requests from the web origin {origin[:200]!r} are not allowed; start the server with --cors-origins to allow it."
+            return 403, error_body(msg, "permission_error", None, "origin_not_allowed")
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > s.max_body_bytes:
             return 413, self._too_large()
-        if s.api_key and scope.get("path", "").startswith("/v1") and scope.get("method") != "OPTIONS":
+        if s.api_key and needs_key(scope.get("path", "")) and scope.get("method") != "OPTIONS":
             given = headers.get("authorization", "")
             # a Bearer token, or Anthropic's x-api-key header (Claude Code, the anthropic client)
             token = given[7:] if given.lower().startswith("bearer ") else headers.get("x-api-key", "")
@@ -139,7 +169,7 @@ class Guard:
 
     @staticmethod
     async def _reply(send: Send, status: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
+        data = json.dumps(body, allow_nan=False).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
         if status == 401:
             headers.append((b"www-authenticate", b"Bearer"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -9,6 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_
 from pydantic_core import PydanticCustomError
 
 SURROGATE_ERROR = "unpaired_surrogate"
+NONFINITE_ERROR = "non_finite_number"
+# the custom errors of `_Request`'s check, and the `code` of their 400
+REQUEST_TEXT_ERRORS = {SURROGATE_ERROR: "invalid_unicode", NONFINITE_ERROR: "invalid_value"}
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -16,42 +20,63 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
-def surrogate_path(value: Any, path: str = "") -> str | None:
-    """Where a string of `value` (a key or a value, at any depth) holds an unpaired UTF-16
-    surrogate, as OpenAI spells a param ('messages[0].content'); None if nowhere. JSON's
-    `\\ud800` escape decodes to one, and such text cannot become UTF-8 for the model."""
-    if isinstance(value, str):
-        return path if _SURROGATE.search(value) else None
-    if isinstance(value, dict):
-        for k, v in value.items():
-            inner = f"{path}.{k}" if path else str(k)
-            if surrogate_path(k, inner) is not None:
-                # the place itself must be valid Unicode to be sent back: the surrogate spelled as its escape
-                return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", inner)
-            found = surrogate_path(v, inner)
-            if found is not None:
-                return found
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            found = surrogate_path(v, f"{path}[{i}]")
-            if found is not None:
-                return found
+def _escaped(text: str) -> str:
+    """Text that holds lone surrogates, sendable back: each spelled as its escape."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def first_invalid(value: Any, path: str = "") -> tuple[str, str] | None:
+    """The first place in a request body (a key or a value, at any depth) that no JSON text may
+    hold, as (error type, OpenAI's spelling of the param: 'messages[0].content'); None if none.
+    - a string with an unpaired UTF-16 surrogate: JSON's `\\ud800` escape decodes to one, and
+      such text cannot become UTF-8 for the model;
+    - NaN or an infinity: Python's JSON reader takes `NaN`, `Infinity` and `1e400`, which no
+      JSON writer may send back (they reached the streams as is: issue 31).
+    Iterative, so a deeply nested body cannot exhaust the stack."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                return SURROGATE_ERROR, where
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return NONFINITE_ERROR, where
+        elif isinstance(item, dict):
+            inner = []
+            for k, v in item.items():
+                at = f"{where}.{k}" if where else str(k)
+                if isinstance(k, str) and _SURROGATE.search(k):
+                    return SURROGATE_ERROR, _escaped(at)  # the place itself must be valid Unicode to be sent back
+                inner.append((v, at))
+            stack.extend(reversed(inner))  # depth first, in document order
+        elif isinstance(item, list):
+            stack.extend(reversed([(v, f"{where}[{i}]") for i, v in enumerate(item)]))
     return None
 
 
+def surrogate_path(value: Any, path: str = "") -> str | None:
+    """Where a string of `value` holds an unpaired UTF-16 surrogate (see `first_invalid`)."""
+    found = first_invalid(value, path)
+    return found[1] if found is not None and found[0] == SURROGATE_ERROR else None
+
+
+_MESSAGES = {
+    SURROGATE_ERROR: "Invalid value for '{param}': the text holds an unpaired UTF-16 surrogate (a lone \\ud800-\\udfff escape), which is not valid Unicode.",
+    NONFINITE_ERROR: "Invalid value for '{param}': NaN and infinite numbers (NaN, Infinity, 1e400) are not valid JSON.",
+}
+
+
 class _Request(_Model):
-    """A request body: every string in it must be valid Unicode (no lone surrogates)."""
+    """A request body: every string in it valid Unicode (no lone surrogates), every number finite."""
 
     @model_validator(mode="before")
     @classmethod
-    def _no_surrogates(cls, data: Any) -> Any:
-        path = surrogate_path(data)
-        if path is not None:
-            raise PydanticCustomError(
-                SURROGATE_ERROR,
-                "Invalid value for '{param}': the text holds an unpaired UTF-16 surrogate (a lone \\ud800-\\udfff escape), which is not valid Unicode.",
-                {"param": path},
-            )
+    def _only_json(cls, data: Any) -> Any:
+        found = first_invalid(data)
+        if found is not None:
+            kind, path = found
+            raise PydanticCustomError(kind, _MESSAGES[kind], {"param": path})
         return data
 
 
