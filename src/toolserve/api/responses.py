@@ -18,6 +18,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from toolserve.api.deps import RegistryDep, log_prompt
+from toolserve.api.errors import error_of
 from toolserve.api.responses_input import ResponsesRequest, ToolNames, chat_request
 from toolserve.api.responses_store import ResponseStore, Stored
 from toolserve.api.streaming import sse_response, unless_disconnected
@@ -184,19 +185,20 @@ class ResponseRun:
 
     def envelope(self, status: str, finish: Finish | None = None, error: ToolserveError | None = None) -> Json:
         r, opts = self.req, self.conv.req.options
-        tool_choice: Any = r.tool_choice if r.tool_choice is not None else "auto"
+        reasoning = r.echoed("reasoning") or {}
         return {
             "id": self.id, "object": "response", "created_at": self.created, "status": status,
             "background": False,
-            "error": None if error is None else {"code": error.code or error.type, "message": error.message},
+            "error": None if error is None else {"code": error.code or error.type, "message": error_of(error)["error"]["message"]},
             "incomplete_details": {"reason": "max_output_tokens"} if finish and finish.finish_reason == "length" else None,
             "instructions": r.instructions, "max_output_tokens": r.max_output_tokens, "metadata": r.metadata or {},
             "model": r.model or self.conv.model_id,
             "output": [self.builder.public(i) for i in self.builder.items if status != "in_progress" or i is not self.builder.open],
             "parallel_tool_calls": opts.parallel_tool_calls, "previous_response_id": r.previous_response_id,
-            "reasoning": {"effort": (r.reasoning or {}).get("effort"), "summary": (r.reasoning or {}).get("summary")},
+            "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
             "store": r.store is not False, "temperature": r.temperature if r.temperature is not None else 1.0,
-            "text": r.text or {"format": {"type": "text"}}, "tool_choice": tool_choice, "tools": r.tools or [],
+            "text": r.echoed("text") or {"format": {"type": "text"}}, "tool_choice": r.echoed("tool_choice") or "auto",
+            "tools": r.echoed("tools") or [],
             "top_p": r.top_p if r.top_p is not None else 1.0, "truncation": r.truncation or "disabled",
             "usage": usage_json(finish.usage) if finish is not None else None, "user": r.user,
         }
@@ -266,7 +268,7 @@ async def create_response(req: ResponsesRequest, request: Request, registry: Reg
 
 def run_error(run: ResponseRun) -> Any:
     def shape(exc: ToolserveError) -> Json:
-        return run.builder._ev("error", code=exc.code or exc.type, message=exc.message, param=exc.param)
+        return run.builder._ev("error", code=exc.code or exc.type, message=error_of(exc)["error"]["message"], param=exc.param)
 
     return shape
 

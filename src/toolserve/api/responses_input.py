@@ -12,12 +12,32 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Literal
-
-from pydantic import Field
+from typing import Any
 
 from toolserve.api.convert import UNKNOWN_VOCAB, _logit_bias
-from toolserve.api.schemas import _Request
+from toolserve.api.responses_schemas import (
+    AllowedToolsChoice,
+    CallOutputItem,
+    Content,
+    CustomCallItem,
+    CustomTool,
+    FunctionCallItem,
+    FunctionTool,
+    ImagePart,
+    JsonSchemaFormat,
+    MessageItem,
+    NamedChoice,
+    NamespaceTool,
+    OtherItem,
+    PlainFormat,
+    ReasoningItem,
+    RefusalPart,
+    ResponsesRequest,
+    TextConfig,
+    TextPart,
+    Tool,
+    ToolChoice,
+)
 from toolserve.errors import InvalidRequest, Unsupported
 from toolserve.formats.template import MEDIA_MARKER
 from toolserve.serving.chat import ChatOptions
@@ -42,35 +62,6 @@ SKIPPED_ITEMS = {
 PARAMS = {"messages": "input", "max_tokens": "max_output_tokens", "response_format": "text.format", "n": "n", "stop": "stop"}
 
 
-class ResponsesRequest(_Request):
-    model: str | None = None
-    input: str | list[dict[str, Any]] = ""
-    instructions: str | None = None
-    tools: list[dict[str, Any]] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    parallel_tool_calls: bool | None = None
-    text: dict[str, Any] | None = None
-    max_output_tokens: int | None = Field(default=None, ge=1)
-    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
-    reasoning: dict[str, Any] | None = None
-    metadata: dict[str, str] | None = None
-    user: str | None = None
-    stream: bool = False
-    store: bool | None = None
-    previous_response_id: str | None = None
-    background: bool | None = None
-    truncation: Literal["auto", "disabled"] | None = None
-    # toolserve's extensions, as on chat completions
-    seed: int | None = None
-    stop: str | list[str] | None = None
-    top_k: int | None = Field(default=None, ge=0)
-    min_p: float | None = Field(default=None, ge=0.0, le=1.0)
-    presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
-    frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
-    logit_bias: dict[str, float] | None = None
-
-
 class ToolNames:
     """The tools as the model sees them, and back: custom tools and namespaced functions."""
 
@@ -89,38 +80,30 @@ class ToolNames:
         return f"{namespace}{NAMESPACE_SEP}{name}" if namespace else name
 
 
-def _spec(where: str, t: dict[str, Any], name: str) -> ToolSpec:
-    if not isinstance(name, str) or not name:
-        raise InvalidRequest(f"{where} needs a 'name'.", param=where)
-    params = t.get("parameters") or {"type": "object", "properties": {}}
-    if not isinstance(params, dict):
-        raise InvalidRequest(f"{where}.parameters must be a JSON schema object.", param=f"{where}.parameters")
-    return ToolSpec(name=name, description=str(t.get("description") or ""), parameters=params, strict=bool(t.get("strict")))
+def _spec(t: FunctionTool, name: str) -> ToolSpec:
+    params = t.parameters or {"type": "object", "properties": {}}
+    return ToolSpec(name=name, description=t.description or "", parameters=params, strict=bool(t.strict))
 
 
-def tools_of(raw: list[dict[str, Any]], names: ToolNames) -> tuple[ToolSpec, ...]:
+def tools_of(tools: list[Tool], names: ToolNames) -> tuple[ToolSpec, ...]:
     out: list[ToolSpec] = []
     dropped: list[str] = []
-    for i, t in enumerate(raw):
-        where = f"tools[{i}]"
-        if not isinstance(t, dict):
-            raise InvalidRequest(f"{where} must be an object.", param=where)
-        kind = t.get("type")
-        if kind == "function":
-            out.append(_spec(where, t, t.get("name", "")))
-        elif kind == "custom":
-            names.custom.add(str(t.get("name")))
-            desc = str(t.get("description") or "")
-            out.append(ToolSpec(name=str(t.get("name")), description=desc, parameters=CUSTOM_SCHEMA))
-        elif kind == "namespace":
-            ns = str(t.get("name") or "")
-            for j, inner in enumerate(t.get("tools") or []):
-                if isinstance(inner, dict) and inner.get("type", "function") == "function":
-                    flat = names.flat(str(inner.get("name")), ns)
-                    names.namespaced[flat] = (ns, str(inner.get("name")))
-                    out.append(_spec(f"{where}.tools[{j}]", inner, flat))
+    for t in tools:
+        if isinstance(t, FunctionTool):
+            out.append(_spec(t, t.name))
+        elif isinstance(t, CustomTool):
+            names.custom.add(t.name)
+            out.append(ToolSpec(name=t.name, description=t.description or "", parameters=CUSTOM_SCHEMA))
+        elif isinstance(t, NamespaceTool):
+            for inner in t.tools:
+                if isinstance(inner, FunctionTool):
+                    flat = names.flat(inner.name, t.name)
+                    names.namespaced[flat] = (t.name, inner.name)
+                    out.append(_spec(inner, flat))
+                else:
+                    dropped.append(f"{inner.type} (in a namespace)")
         else:
-            dropped.append(str(kind))
+            dropped.append(t.type)
     if dropped:
         log.info("responses: tools of type %s dropped: toolserve cannot run them", ", ".join(sorted(set(dropped))))
     seen = [t.name for t in out]
@@ -129,116 +112,118 @@ def tools_of(raw: list[dict[str, Any]], names: ToolNames) -> tuple[ToolSpec, ...
     return tuple(out)
 
 
-def tool_choice_of(raw: str | dict[str, Any] | None, tools: tuple[ToolSpec, ...], names: ToolNames) -> tuple[str, str | None]:
-    if raw is None or raw == "auto":
+def tool_choice_of(choice: ToolChoice | None, tools: tuple[ToolSpec, ...], names: ToolNames) -> tuple[str, str | None]:
+    if choice is None or choice == "auto":
         return "auto", None
-    if raw in ("none", "required"):
-        if raw == "required" and not tools:
+    if isinstance(choice, AllowedToolsChoice):
+        choice = choice.mode
+    if isinstance(choice, str):
+        if choice == "required" and not tools:
             raise InvalidRequest("tool_choice 'required' needs at least one tool in tools.", param="tool_choice")
-        return str(raw), None
-    if isinstance(raw, dict) and raw.get("type") in ("function", "custom"):
-        name = names.flat(str(raw.get("name")), raw.get("namespace"))
+        return choice, None
+    if isinstance(choice, NamedChoice):
+        namespaces = {ns for ns, _ in names.namespaced.values()}
+        if choice.namespace is not None and choice.namespace not in namespaces:
+            msg = f"tool_choice names the namespace '{choice.namespace[:100]}', which offers no function in tools."
+            raise InvalidRequest(msg, param="tool_choice")
+        name = names.flat(choice.name, choice.namespace)
         if name not in {t.name for t in tools}:
-            raise InvalidRequest(f"tool_choice names '{name}', which is not in tools.", param="tool_choice")
+            raise InvalidRequest(f"tool_choice names '{name[:100]}', which is not in tools.", param="tool_choice")
         return "function", name
-    if isinstance(raw, dict) and raw.get("type") == "allowed_tools":
-        return ("required" if raw.get("mode") == "required" else "auto"), None
-    raise InvalidRequest(f"tool_choice {json.dumps(raw)[:100]} is not one this server takes.", param="tool_choice")
+    raise InvalidRequest(f"tool_choice of type '{choice.type}' is not one this server takes.", param="tool_choice")
 
 
-def response_schema_of(text: dict[str, Any] | None) -> ResponseSchema | None:
-    fmt = (text or {}).get("format") or {"type": "text"}
-    kind = fmt.get("type") if isinstance(fmt, dict) else None
-    if kind == "text":
+def response_schema_of(text: TextConfig | None) -> ResponseSchema | None:
+    fmt = text.format if text is not None else None
+    if fmt is None or fmt.type == "text":
         return None
-    if kind == "json_object":
+    if isinstance(fmt, JsonSchemaFormat):
+        return "json_schema", fmt.schema_
+    if isinstance(fmt, PlainFormat):
         return "json_object", None
-    if kind == "json_schema":
-        schema = fmt.get("schema")
-        if not isinstance(schema, dict):
-            raise InvalidRequest("text.format json_schema needs 'schema' (an object).", param="text.format.schema")
-        return "json_schema", schema
-    raise InvalidRequest(f"text.format type {kind!r} is not one of text, json_object, json_schema.", param="text.format")
+    raise InvalidRequest(f"text.format type {fmt.type!r} is not one of text, json_object, json_schema.", param="text.format")
 
 
-def _text(content: Any, where: str, role: str, images: list[ImageRef]) -> str:
+def _text(content: Content, where: str, role: str, images: list[ImageRef]) -> str:
     if isinstance(content, str):
         return content.replace(MEDIA_MARKER, "")
-    if not isinstance(content, list):
-        raise InvalidRequest(f"{where}.content must be a string or a list of parts.", param=f"{where}.content")
     out, last_text = "", False
     for j, part in enumerate(content):
         at = f"{where}.content[{j}]"
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind in ("input_text", "output_text", "text", "summary_text", "reasoning_text", "refusal"):
-            text = str(part.get("text", part.get("refusal", "")))
-            out += ("\n" if last_text else "") + text.replace(MEDIA_MARKER, "")
-            last_text = True
-        elif kind == "input_image":
+        if isinstance(part, ImagePart):
             if role != "user":
                 raise InvalidRequest(f"{at}: images go in user messages only.", param=at)
-            url = part.get("image_url") or ""
-            if not url:
+            if not part.image_url:
                 raise Unsupported(f"{at}: only images given as image_url (a data URI or URL) are taken.", param=at)
-            images.append(ImageRef(at, str(url)))
+            images.append(ImageRef(at, part.image_url))
             out += MEDIA_MARKER
             last_text = False
+        elif isinstance(part, TextPart | RefusalPart):
+            text = part.text if isinstance(part, TextPart) else part.refusal
+            out += ("\n" if last_text else "") + text.replace(MEDIA_MARKER, "")
+            last_text = True
         else:
-            raise Unsupported(f"{at} is of type {kind!r}, which this server does not take.", param=at)
+            raise Unsupported(f"{at} is of type {part.type!r}, which this server does not take.", param=at)
     return out
 
 
-def _output_text(output: Any, where: str) -> str:
+def _output_text(output: Content, where: str) -> str:
     if isinstance(output, str):
         return output
     return _text(output, where, "tool", [])
 
 
+def _call(item: FunctionCallItem | CustomCallItem, i: int, names: ToolNames) -> ToolCall:
+    call_id = item.call_id or item.id or f"call_{i}"
+    name = names.flat(item.name, item.namespace)
+    if isinstance(item, CustomCallItem):
+        return ToolCall(call_id, name, json.dumps({"input": item.input}))
+    args = item.arguments
+    return ToolCall(call_id, name, args if isinstance(args, str) else json.dumps(args))
+
+
 def messages_of(req: ResponsesRequest, names: ToolNames, history: tuple[Message, ...] = ()) -> tuple[list[Message], list[ImageRef]]:
-    """The conversation: stored history (previous_response_id), instructions, then input."""
+    """The conversation: stored history (previous_response_id), instructions, then input.
+    An output must answer a call made before it, here or in the history, as OpenAI checks."""
     out: list[Message] = list(history)
     images: list[ImageRef] = []
-    items = [{"type": "message", "role": "user", "content": req.input}] if isinstance(req.input, str) else req.input
+    items = [MessageItem(role="user", content=req.input)] if isinstance(req.input, str) else req.input
+    calls_made = {c.id for m in history for c in m.tool_calls}
+    referenced = False  # an item_reference may stand for a call this server cannot see
     reasoning: str | None = None
     for i, item in enumerate(items):
         where = f"input[{i}]"
-        if not isinstance(item, dict):
-            raise InvalidRequest(f"{where} must be an object.", param=where)
-        kind = item.get("type", "message")
-        if kind == "message":
-            role = item.get("role")
-            if role not in ("user", "system", "developer", "assistant"):
-                raise InvalidRequest(f"{where}.role must be user, system, developer or assistant.", param=f"{where}.role")
-            text = _text(item.get("content", ""), where, str(role), images)
-            if role == "assistant":
+        if isinstance(item, MessageItem):
+            text = _text(item.content, where, item.role, images)
+            if item.role == "assistant":
                 out.append(Message(role="assistant", content=text, reasoning=reasoning))
                 reasoning = None
             else:
-                out.append(Message(role=str(role), content=text))
-        elif kind in ("function_call", "custom_tool_call"):
-            call_id = str(item.get("call_id") or item.get("id") or f"call_{i}")
-            name = names.flat(str(item.get("name") or ""), item.get("namespace"))
-            args = item.get("arguments", "{}") if kind == "function_call" else json.dumps({"input": item.get("input", "")})
-            call = ToolCall(call_id, name, args if isinstance(args, str) else json.dumps(args))
+                out.append(Message(role=item.role, content=text))
+        elif isinstance(item, FunctionCallItem | CustomCallItem):
+            call = _call(item, i, names)
+            calls_made.add(call.id)
             last = out[-1] if out else None
             if last is not None and last.role == "assistant" and reasoning is None:
                 out[-1] = Message(role="assistant", content=last.content, tool_calls=(*last.tool_calls, call), reasoning=last.reasoning)
             else:
                 out.append(Message(role="assistant", content=None, tool_calls=(call,), reasoning=reasoning))
                 reasoning = None
-        elif kind in ("function_call_output", "custom_tool_call_output"):
-            answered = item.get("call_id")
-            if not answered:
+        elif isinstance(item, CallOutputItem):
+            if not item.call_id:
                 raise InvalidRequest(f"{where} needs 'call_id'.", param=f"{where}.call_id")
-            out.append(Message(role="tool", content=_output_text(item.get("output", ""), where), tool_call_id=str(answered)))
-        elif kind == "reasoning":
-            parts = [*(item.get("content") or []), *(item.get("summary") or [])] if not item.get("content") else item["content"]
-            text = "\n".join(str(p.get("text", "")) for p in parts if isinstance(p, dict))
+            if item.call_id not in calls_made and not referenced:
+                kind = "function" if item.type == "function_call_output" else "custom tool"
+                msg = f"No tool call found for {kind} call output with call_id {item.call_id[:100]}."
+                raise InvalidRequest(msg, param=f"{where}.call_id")
+            out.append(Message(role="tool", content=_output_text(item.output, where), tool_call_id=item.call_id))
+        elif isinstance(item, ReasoningItem):
+            text = "\n".join(p.text for p in item.content or item.summary or [])
             reasoning = (reasoning + "\n" + text) if reasoning else (text or None)
-        elif kind in SKIPPED_ITEMS:
-            continue
+        elif isinstance(item, OtherItem) and item.type in SKIPPED_ITEMS:
+            referenced = referenced or item.type == "item_reference"
         else:
-            raise InvalidRequest(f"{where} is of type {kind!r}, which this server does not take.", param=f"{where}.type")
+            raise InvalidRequest(f"{where} is of type {item.type!r}, which this server does not take.", param=f"{where}.type")
     if not out:
         raise InvalidRequest("input is empty.", param="input")
     return out, images
@@ -253,8 +238,8 @@ def chat_request(req: ResponsesRequest, history: tuple[Message, ...] = ()) -> tu
     tools = tools_of(req.tools or [], names)
     choice, name = tool_choice_of(req.tool_choice, tools, names)
     kwargs: dict[str, Any] = {}
-    effort = (req.reasoning or {}).get("effort")
-    if isinstance(effort, str):  # the template's thinking switch, where it has one (Qwen 3, gpt-oss, ...)
+    effort = req.reasoning.effort if req.reasoning is not None else None
+    if effort is not None:  # the template's thinking switch, where it has one (Qwen 3, gpt-oss, ...)
         kwargs = {"enable_thinking": effort not in ("none", "minimal"), "reasoning_effort": effort}
     options = ChatOptions(
         tools=tools, tool_choice=choice, tool_name=name,
