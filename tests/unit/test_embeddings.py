@@ -1,8 +1,7 @@
-"""Pure parts of /v1/embeddings: packing inputs into batches, normalisation, input checks."""
+"""Pure parts of /v1/embeddings: picking each decode's inputs, normalisation, input checks."""
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import numpy as np
@@ -10,41 +9,63 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolserve.engine.embed import l2_normalise, pack
+from toolserve.engine.embed import l2_normalise, pick
 from toolserve.errors import InvalidRequest
 from toolserve.serving.embeddings import MAX_INPUTS, check_dimensions, token_lists
 
 
+def batches(pending: list[list[int]], max_tokens: int, max_seqs: int) -> list[list[tuple[int, int]]]:
+    """The decodes that `pick` makes of requests that all wait from the start: (request, input) pairs."""
+    left = [list(p) for p in pending]
+    done = [0] * len(pending)
+    out = []
+    while any(left):
+        taken = pick(left, max_tokens, max_seqs)
+        assert taken, "a step that computes nothing"
+        out.append([(j, done[j] + k) for j, k in taken])
+        for j in sorted({j for j, _ in taken}):
+            n = sum(1 for jj, _ in taken if jj == j)
+            assert [k for jj, k in taken if jj == j] == list(range(n))  # each request's next inputs, in order
+            del left[j][:n]
+            done[j] += n
+    return out
+
+
 @pytest.mark.parametrize(
-    ("lengths", "max_tokens", "max_seqs", "expected"),
+    ("pending", "max_tokens", "max_seqs", "expected"),
     [
-        ([], 10, 4, []),
-        ([3], 10, 4, [[0]]),
-        ([3, 3, 3], 10, 4, [[0, 1, 2]]),
-        ([3, 3, 3, 3], 10, 4, [[0, 1, 2], [3]]),  # 12 tokens > 10
-        ([1, 1, 1, 1, 1], 10, 2, [[0, 1], [2, 3], [4]]),  # sequences per batch
-        ([10, 1, 10], 10, 4, [[0], [1], [2]]),  # an input of exactly max_tokens fills a batch
-        ([4, 6, 1], 10, 4, [[0, 1], [2]]),
+        ([[3]], 10, 4, [[(0, 0)]]),
+        ([[3, 3, 3]], 10, 4, [[(0, 0), (0, 1), (0, 2)]]),
+        ([[3, 3, 3, 3]], 10, 4, [[(0, 0), (0, 1), (0, 2)], [(0, 3)]]),  # 12 tokens > 10
+        ([[1, 1, 1, 1, 1]], 10, 2, [[(0, 0), (0, 1)], [(0, 2), (0, 3)], [(0, 4)]]),  # sequences per batch
+        ([[10, 1, 10]], 10, 4, [[(0, 0)], [(0, 1)], [(0, 2)]]),  # an input of exactly max_tokens fills a batch
+        # a request of one input is taken in the first decode beside a large one, not after it
+        ([[2, 2, 2, 2, 2, 2], [2]], 6, 8, [[(0, 0), (1, 0), (0, 1)], [(0, 2), (0, 3), (0, 4)], [(0, 5)]]),
+        ([[1, 1, 1], [1, 1, 1]], 100, 4, [[(0, 0), (1, 0), (0, 1), (1, 1)], [(0, 2), (1, 2)]]),  # a round at a time
+        ([[9, 1], [1]], 10, 4, [[(0, 0), (1, 0)], [(0, 1)]]),  # a request's next input waits its turn (order kept)
     ],
 )
-def test_pack(lengths: list[int], max_tokens: int, max_seqs: int, expected: list[list[int]]) -> None:
-    assert pack(lengths, max_tokens, max_seqs) == expected
+def test_pick(pending: list[list[int]], max_tokens: int, max_seqs: int, expected: list[list[tuple[int, int]]]) -> None:
+    assert batches(pending, max_tokens, max_seqs) == expected
 
 
 @given(
-    st.lists(st.integers(1, 50), max_size=60),
+    st.lists(st.lists(st.integers(1, 50), min_size=1, max_size=30), min_size=1, max_size=5),
     st.integers(50, 200),
     st.integers(1, 16),
 )
-def test_pack_covers_every_input_in_order_within_limits(lengths: list[int], max_tokens: int, max_seqs: int) -> None:
-    batches = pack(lengths, max_tokens, max_seqs)
-    assert [i for b in batches for i in b] == list(range(len(lengths)))
-    for b in batches:
-        assert b and len(b) <= max_seqs
-        assert sum(lengths[i] for i in b) <= max_tokens
-    # greedy: the next batch's first input would not have fitted in the one before
-    for prev, nxt in itertools.pairwise(batches):
-        assert len(prev) == max_seqs or sum(lengths[i] for i in prev) + lengths[nxt[0]] > max_tokens
+def test_pick_covers_every_input_in_order_within_limits(pending: list[list[int]], max_tokens: int, max_seqs: int) -> None:
+    steps = batches(pending, max_tokens, max_seqs)
+    for j, lengths in enumerate(pending):
+        assert [k for step in steps for jj, k in step if jj == j] == list(range(len(lengths)))
+    for step in steps:
+        assert step and len(step) <= max_seqs
+        assert sum(pending[j][k] for j, k in step) <= max_tokens
+    # every request still waiting gets an input into each decode that has room for it: none starves
+    first = steps[0]
+    assert {j for j, _ in first} == set(range(len(pending))) or len(first) == max_seqs or any(
+        sum(pending[jj][k] for jj, k in first) + pending[j][0] > max_tokens for j in range(len(pending)) if j not in {jj for jj, _ in first}
+    )
 
 
 def test_l2_normalise() -> None:

@@ -10,9 +10,11 @@ from fastapi import APIRouter, Request
 
 from toolserve.api.deps import RegistryDep
 from toolserve.api.schemas import EmbeddingRequest
+from toolserve.api.streaming import unless_disconnected
 from toolserve.engine.embed import Embedder
 from toolserve.errors import ModelNotFound, Unsupported
-from toolserve.serving.embeddings import EmbeddingModel, check_dimensions, embed, token_lists
+from toolserve.serving.embeddings import EmbeddingModel, admit, check_dimensions, embed, token_lists
+from toolserve.serving.pipeline import Limits
 from toolserve.serving.registry import LocalModel, ModelRegistry
 
 router = APIRouter()
@@ -33,7 +35,7 @@ async def embeddings(req: EmbeddingRequest, request: Request, registry: Registry
     name = req.model
     if name in own or (not name and own and not _default_embeds(registry)):
         m = own[name] if name else next(iter(own.values()))
-        return await _answer(req, m.id, m.embedder)
+        return await _answer(req, request, m.id, m.embedder, registry.limits)
     entry = _resolve(registry, name, own)
     if not isinstance(entry, LocalModel):
         raise Unsupported(f"The model '{entry.model_id}' cannot embed here: an upstream server runs it.", param="model")
@@ -54,7 +56,7 @@ async def embeddings(req: EmbeddingRequest, request: Request, registry: Registry
                 f"embeddings: true), or serve an embedding model beside it with --embedding-model PATH.{hint}",
                 param="model",
             )
-        return await _answer(req, entry.id, e)
+        return await _answer(req, request, entry.id, e, registry.limits)
 
 
 def _default_embeds(registry: ModelRegistry) -> bool:
@@ -74,10 +76,11 @@ def _resolve(registry: ModelRegistry, name: str | None, own: dict[str, Embedding
         raise ModelNotFound(f"The model '{name}' does not exist; this server serves {known}.", param="model") from None
 
 
-async def _answer(req: EmbeddingRequest, model_id: str, e: Embedder) -> dict[str, Any]:
+async def _answer(req: EmbeddingRequest, request: Request, model_id: str, e: Embedder, limits: Limits) -> dict[str, Any]:
     check_dimensions(e, req.dimensions)
+    admit(e, limits)
     tokens = await asyncio.to_thread(token_lists, e, req.input)  # 2048 long texts take a while: not on the event loop
-    rows = await embed(e, tokens)
+    rows = await unless_disconnected(request, embed(e, tokens, limits))  # a client that leaves stops its work
     data = []
     for i, row in enumerate(rows):
         vector: Any = (

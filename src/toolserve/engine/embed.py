@@ -23,7 +23,7 @@ import numpy as np
 from toolserve.engine import cores
 from toolserve.engine.cores import Shares
 from toolserve.engine.vocab import VocabView
-from toolserve.errors import EngineFailure, ModelLoadError
+from toolserve.errors import EngineFailure, ModelLoadError, log_failure
 
 log = logging.getLogger(__name__)
 
@@ -48,23 +48,35 @@ class _Job:
     inputs: list[list[int]]
     future: asyncio.Future[np.ndarray]
     loop: asyncio.AbstractEventLoop
+    rows: np.ndarray | None = None  # filled as its inputs are computed
+    done: int = 0  # its inputs computed so far (in order)
+
+    @property
+    def gone(self) -> bool:
+        """Its request went away (the client left, its time ran out): compute no more of it."""
+        return self.future.done()
 
 
-def pack(lengths: Sequence[int], max_tokens: int, max_seqs: int) -> list[list[int]]:
-    """Indices of inputs grouped into batches, in order: each batch at most `max_tokens` tokens
-    and `max_seqs` inputs (an input longer than `max_tokens` must have been refused before)."""
-    batches: list[list[int]] = []
-    current: list[int] = []
+def pick(pending: Sequence[Sequence[int]], max_tokens: int, max_seqs: int) -> list[tuple[int, int]]:
+    """One decode's inputs, as (request, input) pairs: `pending[j]` holds the token counts of
+    request j's inputs not yet computed, in order. Inputs are taken a round at a time, one of
+    each request in turn, up to `max_tokens` tokens and `max_seqs` inputs, so that a request of
+    one input is not held behind one of 2,048 (an input longer than `max_tokens` must have been
+    refused before)."""
+    taken: list[tuple[int, int]] = []
     used = 0
-    for i, n in enumerate(lengths):
-        if current and (used + n > max_tokens or len(current) >= max_seqs):
-            batches.append(current)
-            current, used = [], 0
-        current.append(i)
-        used += n
-    if current:
-        batches.append(current)
-    return batches
+    at = [0] * len(pending)
+    grew = True
+    while grew:
+        grew = False
+        for j, lengths in enumerate(pending):
+            k = at[j]
+            if k < len(lengths) and len(taken) < max_seqs and used + lengths[k] <= max_tokens:
+                taken.append((j, k))
+                used += lengths[k]
+                at[j] += 1
+                grew = True
+    return taken
 
 
 def l2_normalise(rows: np.ndarray) -> np.ndarray:
@@ -123,6 +135,8 @@ class Embedder:
         self._batch = llama_cpp.llama_batch_init(self.n_ctx, 0, 1)
         self._cores = Shares(core_shares, n_threads, apply=lambda n: llama_cpp.llama_set_n_threads(self._ctx, n, n))
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
+        self.requests = 0  # requests waiting or being computed (the event loop's count, for admission)
+        self.computed = 0  # inputs embedded so far (the worker's count)
         self._worker = threading.Thread(target=self._run, name="toolserve-embed", daemon=True)
         self._worker.start()
 
@@ -148,11 +162,16 @@ class Embedder:
 
     # -- requests ---------------------------------------------------------------------------------
     async def embed(self, inputs: Sequence[Sequence[int]]) -> np.ndarray:
-        """One pooled, unnormalised vector per input (rows of a float32 array)."""
+        """One pooled, unnormalised vector per input (rows of a float32 array). Cancelling the
+        call (its client left) stops its work at the next decode."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[np.ndarray] = loop.create_future()
-        self._jobs.put(_Job([list(t) for t in inputs], fut, loop))
-        return await fut
+        self.requests += 1
+        try:
+            self._jobs.put(_Job([list(t) for t in inputs], fut, loop))
+            return await fut
+        finally:
+            self.requests -= 1
 
     def close(self) -> None:
         if self._worker.is_alive():
@@ -173,61 +192,84 @@ class Embedder:
 
     # -- the worker ---------------------------------------------------------------------------------
     def _run(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            jobs = [job]
-            while True:  # the requests waiting now share the batches
+        """Each step computes one decode's worth of the waiting requests' inputs (`pick`), so
+        requests that come later share the next decodes and one that went away stops."""
+        active: list[_Job] = []
+        closing = False
+        while not closing or active:
+            if not active:
+                self._cores.busy(False)
+                job = self._jobs.get()  # nothing to do: sleep until a request comes
+                if job is None:
+                    return
+                active.append(job)
+                self._cores.busy(True)
+            while not closing:
                 try:
                     more = self._jobs.get_nowait()
                 except queue.Empty:
                     break
                 if more is None:
-                    self._jobs.put(None)
-                    break
-                jobs.append(more)
-            self._cores.busy(True)
-            try:
-                rows = self._compute([t for j in jobs for t in j.inputs])
-            except Exception as exc:
-                log.exception("embedding failed")
-                for j in jobs:
-                    j.loop.call_soon_threadsafe(_settle, j.future, None, EngineFailure(f"embedding failed: {exc}"))
-                continue
-            finally:
-                self._cores.busy(False)
-            at = 0
-            for j in jobs:
-                part = rows[at : at + len(j.inputs)]
-                at += len(j.inputs)
-                j.loop.call_soon_threadsafe(_settle, j.future, part, None)
+                    closing = True
+                else:
+                    active.append(more)
+            active = [j for j in active if not j.gone]
+            if active:
+                active = self._step(active)
+        self._cores.busy(False)
+
+    def _step(self, active: list[_Job]) -> list[_Job]:
+        """One decode over `active`'s next inputs; the requests still unfinished."""
+        picks = pick([[len(t) for t in j.inputs[j.done :]] for j in active], self.n_ctx, MAX_SEQS)
+        try:
+            rows = self._compute([active[j].inputs[active[j].done + k] for j, k in picks])
+        except Exception as exc:
+            log_failure(log, "embedding failed", exc)
+            for j in {j for j, _ in picks}:
+                job = active[j]
+                job.loop.call_soon_threadsafe(_settle, job.future, None, EngineFailure(f"embedding failed: {type(exc).__name__}"))
+            failed = {id(active[j]) for j, _ in picks}
+            return [job for job in active if id(job) not in failed]
+        for (j, _), row in zip(picks, rows, strict=True):
+            job = active[j]
+            if job.rows is None:
+                job.rows = np.empty((len(job.inputs), self.dimensions), dtype=np.float32)
+            job.rows[job.done] = row  # a request's inputs are picked in order
+            job.done += 1
+        self.computed += len(picks)
+        left = []
+        for job in active:
+            if job.done == len(job.inputs):
+                job.loop.call_soon_threadsafe(_settle, job.future, job.rows, None)
+            else:
+                left.append(job)
+        return left
 
     def _compute(self, inputs: list[list[int]]) -> np.ndarray:
+        """The pooled vectors of inputs that fit one decode (`pick` chose them)."""
         out = np.empty((len(inputs), self.dimensions), dtype=np.float32)
         batch = self._batch
-        for group in pack([len(t) for t in inputs], self.n_ctx, MAX_SEQS):
-            if self._mem:
-                llama_cpp.llama_memory_clear(self._mem, True)
-            n = 0
-            for seq, i in enumerate(group):
-                for pos, token in enumerate(inputs[i]):
-                    batch.token[n] = token
-                    batch.pos[n] = pos
-                    batch.n_seq_id[n] = 1
-                    batch.seq_id[n][0] = seq
-                    batch.logits[n] = True  # an output row for each token: llama.cpp pools them
-                    n += 1
-            batch.n_tokens = n
-            with self._cores.computing():
-                rc = llama_cpp.llama_decode(self._ctx, batch)
-            if rc != 0:
-                raise EngineFailure(f"llama_decode returned {rc}")
-            for seq, i in enumerate(group):
-                ptr = llama_cpp.llama_get_embeddings_seq(self._ctx, seq)
-                if not ptr:
-                    raise EngineFailure(f"no pooled embedding for sequence {seq}")
-                out[i] = np.ctypeslib.as_array(ptr, shape=(self.dimensions,))
+        if self._mem:
+            llama_cpp.llama_memory_clear(self._mem, True)
+        n = 0
+        for seq, tokens in enumerate(inputs):
+            for pos, token in enumerate(tokens):
+                batch.token[n] = token
+                batch.pos[n] = pos
+                batch.n_seq_id[n] = 1
+                batch.seq_id[n][0] = seq
+                batch.logits[n] = True  # an output row for each token: llama.cpp pools them
+                n += 1
+        batch.n_tokens = n
+        with self._cores.computing():
+            rc = llama_cpp.llama_decode(self._ctx, batch)
+        if rc != 0:
+            raise EngineFailure(f"llama_decode returned {rc}")
+        for seq in range(len(inputs)):
+            ptr = llama_cpp.llama_get_embeddings_seq(self._ctx, seq)
+            if not ptr:
+                raise EngineFailure(f"no pooled embedding for sequence {seq}")
+            out[seq] = np.ctypeslib.as_array(ptr, shape=(self.dimensions,))
         return out
 
 

@@ -3,6 +3,7 @@ engine, normalised and cut to `dimensions`; which model embeds what."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -11,9 +12,11 @@ from typing import Any
 import numpy as np
 
 from toolserve.engine.embed import Embedder, l2_normalise
-from toolserve.errors import InvalidRequest
+from toolserve.errors import InvalidRequest, Overloaded, RequestTimeout
+from toolserve.serving.pipeline import Limits
 
 MAX_INPUTS = 2048  # OpenAI's limit on inputs per request
+MAX_TOKENS = 300_000  # OpenAI's limit on the tokens of all of a request's inputs together
 
 
 @dataclass(eq=False)
@@ -79,6 +82,9 @@ def token_lists(e: Embedder, data: str | Sequence[str] | Sequence[int] | Sequenc
                 f"({len(tokens)} in your prompt; 0 for the completion). Please reduce your prompt; or completion length."
             )
         out.append(tokens)
+    total = sum(len(t) for t in out)
+    if total > MAX_TOKENS:
+        raise InvalidRequest(f"'input' holds {total} tokens in all; at most {MAX_TOKENS} are accepted in one request.", param="input")
     return out
 
 
@@ -93,6 +99,20 @@ def check_dimensions(e: Embedder, dimensions: int | None) -> None:
         )
 
 
-async def embed(e: Embedder, tokens: list[list[int]]) -> np.ndarray:
-    """One L2-normalised float32 vector per token list, batched by the engine."""
-    return l2_normalise(await e.embed(tokens))
+def admit(e: Embedder, limits: Limits) -> None:
+    """Refuse a request when the embedder already has `max_queue` requests (a 429, as for
+    generation): each one there shares its decodes with the others."""
+    if e.requests >= limits.max_queue:
+        raise Overloaded(
+            f"The server is busy: {e.requests} embedding requests are in progress (limit {limits.max_queue}). Retry later.",
+            retry_after=1,
+        )
+
+
+async def embed(e: Embedder, tokens: list[list[int]], limits: Limits) -> np.ndarray:
+    """One L2-normalised float32 vector per token list, batched by the engine, within the
+    request's time (`--request-timeout`: 504; its work stops)."""
+    try:
+        return l2_normalise(await asyncio.wait_for(e.embed(tokens), limits.request_timeout))
+    except (TimeoutError, asyncio.TimeoutError):  # the same class from Python 3.11 on
+        raise RequestTimeout(f"The request took longer than the {limits.request_timeout:g} s limit.") from None
