@@ -107,7 +107,7 @@ def request_with_text(draw: st.DrawFn) -> tuple[str, dict[str, object]]:
         {"role": "system", "content": [{"type": "text", "text": t()}]},
         {"role": "user", "content": t(), "name": t()},
         {"role": "assistant", "content": None, "tool_calls": [call], "reasoning_content": t()},
-        {"role": "tool", "tool_call_id": t(), "content": t()},
+        {"role": "tool", "tool_call_id": call["id"], "content": t()},  # it must answer the call
     ]
     params = {"type": "object", "properties": {t(): {"type": "string", "description": t()}}}
     tools = [{"type": "function", "function": {"name": "f", "description": t(), "parameters": params}}]

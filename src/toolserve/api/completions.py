@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 import uuid
@@ -19,7 +20,7 @@ from toolserve.api.schemas import CompletionRequest
 from toolserve.api.streaming import sse_response, unless_disconnected
 from toolserve.errors import InvalidRequest
 from toolserve.serving.chat import ChatOptions
-from toolserve.serving.pipeline import Finish, Pipeline, choice_params
+from toolserve.serving.pipeline import Finish, Pipeline, Ticket, choice_params
 from toolserve.serving.registry import LocalModel
 from toolserve.types import TokenLogprob, Usage
 from toolserve.upstream.passthrough import Forwarding
@@ -71,6 +72,8 @@ class LogprobText:
 
 
 class CompletionRun:
+    ticket: Ticket
+
     def __init__(self, pipe: Pipeline, req: CompletionRequest):
         convert.check_completion_features(req)
         convert.check_request_caps(req, pipe.limits)
@@ -87,7 +90,14 @@ class CompletionRun:
         self.pipe, self.req = pipe, req
         self.id = f"cmpl-{uuid.uuid4().hex}"
         self.created = int(time.time())
-        self.ticket = pipe.admit()  # last: a refused or invalid request holds no place
+
+    @classmethod
+    async def start(cls, pipe: Pipeline, req: CompletionRequest) -> CompletionRun:
+        """The request prepared off the event loop (tokenizing long prompts takes a while), then
+        admitted: a refused or invalid request holds no place."""
+        run = await asyncio.to_thread(cls, pipe, req)
+        run.ticket = pipe.admit()
+        return run
 
     def body(self, choices: list[dict[str, Any]], usage: Usage | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -158,7 +168,7 @@ async def completions(req: CompletionRequest, request: Request, registry: Regist
         assert isinstance(model, Forwarding)
         return await forward(request, model, "/v1/completions", req)
     pipe = await registry.pipeline(model)
-    run = CompletionRun(pipe, req)
+    run = await CompletionRun.start(pipe, req)
     for text, _ in run.prompts:
         log_prompt(request, text)
     if req.stream:

@@ -41,6 +41,18 @@ def check_request_caps(req: ChatCompletionRequest | CompletionRequest, limits: L
                      n=req.n, stops=len(stops(req)), top_logprobs=req.top_logprobs)
     else:
         check_counts(limits, {"top_logprobs": "logprobs"}, n=req.n, stops=len(stops(req)), top_logprobs=req.logprobs)
+        prompts = prompt_count(req.prompt)
+        if prompts * req.n > limits.max_n:  # each prompt gets n choices: the cap is on choices
+            raise InvalidRequest(
+                f"{prompts} prompts with n={req.n} make {prompts * req.n} choices, over this server's limit of "
+                f"{limits.max_n} choices per request.",
+                param="prompt",
+            )
+
+
+def prompt_count(prompt: str | list[str] | list[int] | list[list[int]]) -> int:
+    """How many prompts a completions request's `prompt` holds (a list of token ids is one)."""
+    return 1 if isinstance(prompt, str) or isinstance(prompt[0], int) else len(prompt)
 
 
 def flatten_content(message: ChatMessage, index: int) -> str | None:
@@ -78,11 +90,21 @@ def image_sources(messages: list[ChatMessage]) -> list[tuple[str, str]]:
 
 
 def to_messages(messages: list[ChatMessage]) -> list[Message]:
+    """The chat as neutral messages. A tool message must answer a call an earlier assistant
+    message made (OpenAI's 400 otherwise); one without a `tool_call_id` is taken as it comes."""
     out = []
+    calls_made: set[str] = set()
     for i, m in enumerate(messages):
         content = flatten_content(m, i)
         if m.role in ("user", "system", "developer", "tool") and content is None:
             raise InvalidRequest(f"messages[{i}] ({m.role}) needs 'content'.", param=f"messages[{i}].content")
+        if m.role == "tool" and not calls_made:
+            msg = f"messages[{i}]: messages with role 'tool' must answer a tool call of an earlier assistant message, and none made one."
+            raise InvalidRequest(msg, param=f"messages[{i}].role")
+        if m.role == "tool" and m.tool_call_id is not None and m.tool_call_id not in calls_made:
+            msg = f"messages[{i}]: tool_call_id '{m.tool_call_id[:100]}' answers no tool call of an earlier assistant message."
+            raise InvalidRequest(msg, param=f"messages[{i}].tool_call_id")
+        calls_made.update(c.id for c in m.tool_calls or () if c.id is not None)
         calls = tuple(
             ToolCall(
                 id=c.id or f"call_{i}_{k}",
@@ -114,9 +136,8 @@ def _logit_bias(raw: dict[str, float] | None, n_vocab: int) -> dict[int, float]:
         except ValueError:
             raise InvalidRequest(f"logit_bias key '{key}' is not a token id.", param="logit_bias") from None
         if not 0 <= token < n_vocab:
-            raise InvalidRequest(
-                f"logit_bias token {token} is outside the vocabulary (0..{n_vocab - 1}).", param="logit_bias"
-            )
+            known = "" if n_vocab == UNKNOWN_VOCAB else f" (0..{n_vocab - 1})"
+            raise InvalidRequest(f"logit_bias token {key[:40]} is outside the vocabulary{known}.", param="logit_bias")
         out[token] = bias
     return out
 

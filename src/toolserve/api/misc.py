@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any, Literal
 
@@ -14,6 +15,7 @@ from toolserve.api.deps import RegistryDep
 from toolserve.api.schemas import ChatCompletionRequest, DetokenizeRequest, TokenizeRequest
 from toolserve.errors import InvalidRequest, Unsupported
 from toolserve.modelfile import BUNDLED_FILE
+from toolserve.serving.conversation import check_counts
 from toolserve.serving.embeddings import describe
 from toolserve.serving.pipeline import Pipeline
 from toolserve.serving.registry import Entry, LocalModel, ModelRegistry
@@ -168,11 +170,17 @@ def cache_stats(engine: Any) -> dict[str, Any] | None:
 @router.post("/tokenize")
 async def tokenize(req: TokenizeRequest, registry: RegistryDep) -> dict[str, Any]:
     pipe = await local_pipeline(registry, req.model, "/tokenize")
-    text = req.prompt if req.prompt is not None else req.content
-    if req.messages is not None:
+    if req.messages is not None:  # the caps of a chat request, before any work
         images = convert.image_sources(req.messages)
+        check_counts(pipe.limits, {}, messages=len(req.messages), tools=len(req.tools or []), images=len(images))
         if images and not pipe.engine.info.vision:
             raise Unsupported(f"{images[0][0]} is an image, but this model accepts text only.", param=images[0][0])
+    return await asyncio.to_thread(_tokenize, pipe, req)  # a long text takes a while: not on the event loop
+
+
+def _tokenize(pipe: Pipeline, req: TokenizeRequest) -> dict[str, Any]:
+    text = req.prompt if req.prompt is not None else req.content
+    if req.messages is not None:
         chat = ChatCompletionRequest.model_construct(messages=req.messages, tools=req.tools, tool_choice=req.tool_choice,
                                      chat_template_kwargs=req.chat_template_kwargs)
         text = pipe.render_chat(convert.to_messages(req.messages), convert.chat_options(chat))
@@ -189,7 +197,7 @@ async def detokenize(req: DetokenizeRequest, registry: RegistryDep) -> dict[str,
     bad = next((t for t in req.tokens if t >= n_vocab), None)
     if bad is not None:
         raise InvalidRequest(f"token {bad} is outside the vocabulary (0..{n_vocab - 1}).", param="tokens")
-    text = pipe.engine.detokenize(req.tokens).decode("utf-8", "replace")
+    text = (await asyncio.to_thread(pipe.engine.detokenize, req.tokens)).decode("utf-8", "replace")
     return {"prompt": text, "content": text}
 
 

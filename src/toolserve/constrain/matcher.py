@@ -11,6 +11,7 @@ process's own `Constrainer`, so the mask is computed next to the logits.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -84,12 +85,14 @@ class Constrainer:
         self._piece = piece
         self._n_vocab = n_vocab
         self._compiled: dict[str, Any] = {}  # recent grammars that compiled (`recall`)
+        self._lock = threading.Lock()  # requests are prepared on worker threads (serving/conversation.py)
 
     @property
     def tokenizer(self) -> Any:
-        if self._tokenizer is None:  # ~0.3 s for 49k tokens: built on first use, then kept
-            self._tokenizer = self._factory()
-        return self._tokenizer
+        with self._lock:
+            if self._tokenizer is None:  # ~0.3 s for 49k tokens: built on first use, then kept
+                self._tokenizer = self._factory()
+            return self._tokenizer
 
     def compile(self, grammar: str, *, param: str) -> Any:
         """A checked matcher for `grammar`; a grammar or schema llguidance cannot take is a 400."""
@@ -109,10 +112,14 @@ class Constrainer:
     def recall(self, grammar: str, param: str) -> Any:
         """`compile`, remembering the last 64 grammars that compiled (an agent sends the same
         tool list every turn: compiling it took 3 ms of each request)."""
-        template = self._compiled.pop(grammar, None) or self.compile(grammar, param=param)
-        self._compiled[grammar] = template
-        while len(self._compiled) > 64:
-            del self._compiled[next(iter(self._compiled))]
+        with self._lock:
+            template = self._compiled.pop(grammar, None)
+        if template is None:
+            template = self.compile(grammar, param=param)
+        with self._lock:
+            self._compiled[grammar] = template
+            while len(self._compiled) > 64:
+                del self._compiled[next(iter(self._compiled))]
         return template
 
 

@@ -8,6 +8,7 @@ the request's output policy) happens here, once, for a local model or an upstrea
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
@@ -177,7 +178,7 @@ class Conversation:
         self.fingerprint = model.fingerprint
         fmt = getattr(model, "fmt", None)  # a local model or a raw upstream parses in a format; passthrough has none
         self.tool_format: str | None = fmt.FORMAT_ID if isinstance(fmt, Format) else None
-        self.ticket = model.admit()  # last: a refused or invalid request holds no place
+        self.ticket: Ticket  # start_conversation admits it once prepared: a refused or invalid request holds no place
 
     def _prepare_local(self, pipe: Pipeline, prompt_text: str, images: Sequence[EncodedImage]) -> None:
         req = self.req
@@ -213,8 +214,13 @@ async def start_conversation(registry: ModelRegistry, req: ChatRequest) -> Conve
             async with registry.hold(entry) as pipe:  # not unloaded while the images are prepared
                 check_caps(req, pipe.limits)  # before any image is fetched or decoded
                 images = await pipe.encode_images([(im.where, im.url) for im in req.images])
-                return Conversation(pipe, with_defaults(req, pipe.limits), images)
+                # rendering and tokenizing a long conversation takes a while: not on the event loop
+                conv = await asyncio.to_thread(Conversation, pipe, with_defaults(req, pipe.limits), images)
+                conv.ticket = pipe.admit()
+                return conv
         if not isinstance(entry, ChatBackend):
             raise Unsupported(f"'{entry.model_id}' cannot serve chat requests.", param="model")
         check_caps(req, entry.limits)
-        return Conversation(entry, with_defaults(req, entry.limits))
+        conv = Conversation(entry, with_defaults(req, entry.limits))
+        conv.ticket = entry.admit()
+        return conv
