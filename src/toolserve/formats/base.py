@@ -28,6 +28,7 @@ and dropped markers follows it; the close is held back until that is known.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import logging
 import re
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..types import ContentDelta, Delta, ReasoningDelta, ToolCall, ToolCallArgs, ToolCallStart, ToolSpec
-from .jsonstream import close_json_prefix, dumps
+from .jsonstream import close_json_prefix, dumps, loads
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,21 @@ CONTENT, REASONING = "content", "reasoning"
 MORE, DONE, FAIL = 0, 1, 2
 _NO_WRAP, _WRAP_MAY, _WRAP_IN, _WRAP_HELD = 0, 1, 2, 3  # answer_wrap: none, may open, open, close held
 _WS = " \t\r\n"
+
+
+def may_grow_into(buf: str, i: int, marker: str) -> bool:
+    """buf[i:] is a proper prefix of `marker`: the marker may still arrive.
+
+    Looks at no more than the marker's length, so waiting at the end of a long buffer costs
+    nothing (a `buf[i:]` there copies the whole rest of the text, on every marker)."""
+    return len(buf) - i < len(marker) and marker.startswith(buf[i:])
+
+
+def skip_ws(buf: str, i: int) -> int:
+    n = len(buf)
+    while i < n and buf[i] in _WS:
+        i += 1
+    return i
 
 
 # ---- the body protocol -----------------------------------------------------------------
@@ -177,14 +193,11 @@ class PrefixChoice:
 
     def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
         if self.body is None:
-            i, n = pos, len(buf)
-            while i < n and buf[i] in _WS:
-                i += 1
-            rest = buf[i:]
-            if not final and any(len(p) > len(rest) and p.startswith(rest) for p, _, _ in self.options):
-                return pos, MORE  # still ambiguous
+            i = skip_ws(buf, pos)
+            if not final and any(may_grow_into(buf, i, p) for p, _, _ in self.options):
+                return i, MORE  # still ambiguous; the whitespace is read (no marker starts with it)
             for prefix, factory, consume in self.options:
-                if rest.startswith(prefix):
+                if buf.startswith(prefix, i):
                     self.body = factory(self.sink)
                     pos = i + len(prefix) if consume else i
                     break
@@ -228,19 +241,32 @@ def rebuild(deltas: Sequence[Delta]) -> ParsedMessage:
     )
 
 
+def _run_key(d: Delta) -> tuple[type, int] | None:
+    """Neighbouring deltas with the same key join into one (None: never joined)."""
+    if isinstance(d, ToolCallArgs):
+        return ToolCallArgs, d.index
+    return None if isinstance(d, ToolCallStart) else (type(d), -1)
+
+
 def merge_deltas(deltas: list[Delta]) -> list[Delta]:
-    """Joins neighbouring deltas of the same kind (one piece of text per kind per feed)."""
+    """Joins neighbouring deltas of the same kind (one piece of text per kind per feed).
+
+    Each run is joined once: adding its pieces one at a time copies the text so far on every
+    piece, which is quadratic when one feed holds many (a long text full of failed markers)."""
+    if len(deltas) < 2:  # most feeds while streaming
+        return deltas
     merged: list[Delta] = []
-    for d in deltas:
-        prev = merged[-1] if merged else None
-        if isinstance(d, ContentDelta) and isinstance(prev, ContentDelta):
-            merged[-1] = ContentDelta(prev.text + d.text)
-        elif isinstance(d, ReasoningDelta) and isinstance(prev, ReasoningDelta):
-            merged[-1] = ReasoningDelta(prev.text + d.text)
-        elif isinstance(d, ToolCallArgs) and isinstance(prev, ToolCallArgs) and prev.index == d.index:
-            merged[-1] = ToolCallArgs(d.index, prev.fragment + d.fragment)
+    for key, group in itertools.groupby(deltas, _run_key):
+        run = list(group)
+        first = run[0]
+        if key is None or len(run) == 1:
+            merged.extend(run)
+        elif isinstance(first, ToolCallArgs):
+            merged.append(ToolCallArgs(first.index, "".join(d.fragment for d in run if isinstance(d, ToolCallArgs))))
+        elif isinstance(first, ContentDelta):
+            merged.append(ContentDelta("".join(d.text for d in run if isinstance(d, ContentDelta))))
         else:
-            merged.append(d)
+            merged.append(ReasoningDelta("".join(d.text for d in run if isinstance(d, ReasoningDelta))))
     return merged
 
 
@@ -299,8 +325,10 @@ class StreamParser:
         self._closing: str | None = None  # close marker expected next
         self._skipping: str | None = None  # dropping a broken block up to this marker
         self._calls = 0
+        self._ids: set[str] = set()  # the ids given so far: each call's must be new
         self._open_args: list[str] | None = None
         self._wrap = _NO_WRAP
+        self._wrap_ws: list[str] = []  # whitespace read after a held wrapper close
 
     # -- public ----------------------------------------------------------------------------
 
@@ -328,7 +356,10 @@ class StreamParser:
         if self._open_args is not None:
             self.abort_call()
         self._block_emitted = True
-        self._out.append(ToolCallStart(self._calls, call_id or self._new_id(), name))
+        if not call_id or call_id in self._ids:  # the model's own id, unless it wrote it twice
+            call_id = self._new_id()
+        self._ids.add(call_id)
+        self._out.append(ToolCallStart(self._calls, call_id, name))
         self._open_args = []
 
     def call_args(self, fragment: str) -> None:
@@ -385,19 +416,15 @@ class StreamParser:
             if step is not None:
                 return step
         if state == CONTENT and self._lead_ok and self._g.leads:
-            j = pos
-            while j < n and buf[j] in _WS:
-                j += 1
-            if j == n:
-                if final:
-                    return n, n > pos
-                return pos, False
-            rest = buf[j:]
+            j = skip_ws(buf, pos)
+            if j == n:  # only whitespace so far: it starts the segment, where it is dropped
+                self._emit(state, buf[pos:j])
+                return n, n > pos
             for t in self._g.leads:
-                if rest.startswith(t.marker):
+                if buf.startswith(t.marker, j):
                     self._open_block(t, buf[pos:j], "")
                     return j, True
-                if t.marker.startswith(rest) and not final:
+                if not final and may_grow_into(buf, j, t.marker):
                     return pos, False
             self._lead_ok = False
         table = self._g.table(state)
@@ -443,25 +470,28 @@ class StreamParser:
         """The answer wrapper's open right after the reasoning, or what follows its held close."""
         assert self._g.answer_wrap is not None
         opener, closer = self._g.answer_wrap
-        n, j = len(buf), pos
-        while j < n and buf[j] in _WS:
-            j += 1
-        rest = buf[j:]
-        if self._wrap == _WRAP_MAY:
-            if rest.startswith(opener):
+        n, j = len(buf), skip_ws(buf, pos)
+        if self._wrap == _WRAP_MAY:  # right after the reasoning: the content segment is new
+            if buf.startswith(opener, j):
                 self._wrap = _WRAP_IN
                 return j + len(opener), True
-            if opener.startswith(rest) and not final:
-                return pos, False
+            if not final and may_grow_into(buf, j, opener):
+                self._emit(CONTENT, buf[pos:j])  # leading whitespace: dropped
+                return j, j > pos
             self._wrap = _NO_WRAP
             return None
         for m in self._g.drop:  # the close was followed by an end-of-turn marker
-            if rest.startswith(m):
+            if buf.startswith(m, j):
+                self._wrap_ws = []
                 return j + len(m), True
-        if j == n or (not final and any(m.startswith(rest) for m in self._g.drop)):
-            return (n, n > pos) if final else (pos, False)
+        if j == n or (not final and any(may_grow_into(buf, j, m) for m in self._g.drop)):
+            if final:
+                return n, n > pos
+            self._wrap_ws.append(buf[pos:j])  # read once; written after the close if text follows
+            return j, j > pos
         self._wrap = _WRAP_IN  # text follows: the close was the model's text
-        self._emit(CONTENT, closer)
+        self._emit(CONTENT, closer + "".join(self._wrap_ws))
+        self._wrap_ws = []
         return pos, True
 
     def _open_block(self, trigger: Trigger, ws: str, marker: str) -> None:
@@ -508,17 +538,15 @@ class StreamParser:
     def _close(self, buf: str, pos: int, final: bool) -> tuple[int, bool]:
         close, n = self._closing, len(buf)
         assert close is not None
-        j = pos
-        while j < n and buf[j] in _WS:
-            j += 1
-        rest = buf[j:]
-        if rest.startswith(close):
+        j = skip_ws(buf, pos)
+        if buf.startswith(close, j):
             self._closing = None
             return j + len(close), True
-        if close.startswith(rest) and not final:
-            return pos, False
+        if not final and may_grow_into(buf, j, close):
+            # whitespace after a block starts a new segment, where it is dropped: read it once
+            return j, j > pos
         self._closing = None
-        if rest and close.startswith(rest):  # the close marker cut by the end of the output
+        if j < n and may_grow_into(buf, j, close):  # the close marker cut by the end of the output
             return n, True
         return pos, True
 
@@ -582,7 +610,7 @@ def tool_dicts(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
 def call_arguments(call: ToolCall) -> dict[str, Any]:
     """A history call's arguments as an object (they arrive as JSON text, maybe broken)."""
     try:
-        value = json.loads(call.arguments) if call.arguments else {}
+        value = loads(call.arguments) if call.arguments else {}
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 
 from .base import CONTENT, DONE, FAIL, MORE, Sink
-from .jsonstream import JsonReader, dumps
+from .jsonstream import JsonReader, dumps, loads
 
 log = logging.getLogger(__name__)
 _WS = " \t\r\n"
@@ -37,7 +37,7 @@ def args_from_value(value: object) -> dict | None:
         return {}
     if isinstance(value, str):
         try:
-            value = json.loads(value) if value.strip() else {}
+            value = loads(value) if value.strip() else {}
         except ValueError:
             return None
     return value if isinstance(value, dict) else None
@@ -306,11 +306,11 @@ class NamedJsonBody:
             i = _skip_ws(buf, pos)
             rest = buf[i:i + 3]
             if i >= n or (len(rest) < 3 and "```".startswith(rest)):
-                return pos, FAIL if final else MORE
-            if rest == "```":
-                nl = buf.find("\n", i)
+                return (pos, FAIL) if final else (i, MORE)
+            if rest == "```":  # its language line is as short as a header
+                nl = buf.find("\n", i, i + self.max_header)
                 if nl < 0:
-                    return pos, FAIL if final else MORE
+                    return (pos, FAIL) if final or n - i >= self.max_header else (i, MORE)
                 i = nl + 1
             self.st = "open"
             pos = i
@@ -357,7 +357,7 @@ class NamedJsonBody:
         if rest == self.suffix:
             return i + k, DONE
         if self.suffix.startswith(rest) and not final:
-            return pos, MORE
+            return i, MORE  # whitespace after a call is dropped: read it once
         return pos, DONE
 
 

@@ -7,15 +7,27 @@ a member's comma and key are only written with its value's first output, so a pr
 ends in a key without its value. `close_json_prefix` turns such a prefix into a complete JSON
 text when the model's output breaks off or turns malformed: it closes open strings, arrays and
 objects and never adds a key or a value (a cut call is returned as the model wrote it).
+
+Nesting is bounded by `MAX_DEPTH`: a value nested deeper is malformed, like any other broken
+JSON, so model output never reaches a recursive reader (`json.loads` raises RecursionError at
+about 1,000 levels) and every argument text we emit can be read back by one.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from typing import Any
+
+# as deep as Python's own parser nests brackets (the pythonic families), far beyond any tool
+# schema, and shallow enough for any recursive JSON reader downstream
+MAX_DEPTH = 200
 
 _STR_SPECIAL = re.compile(r'["\\]')
+# a JSON string (maybe unterminated) or a bracket: what `too_deep` counts
+_DEPTH_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.DOTALL)
 _NUM_CHARS = frozenset("0123456789+-.eE")
 _NUM_RE = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?\Z")
 _WS = " \t\r\n"
@@ -39,6 +51,42 @@ def canonical_number(text: str) -> str | None:
         return str(int(text))
     value = float(text)
     return repr(value) if value not in (float("inf"), float("-inf")) else text
+
+
+def too_deep(text: str, limit: int = MAX_DEPTH) -> bool:
+    """Whether JSON-like `text` opens more than `limit` brackets at once (strings skipped).
+
+    Works on any text, well-formed or not, in one pass and without recursion."""
+    depth = 0
+    for m in _DEPTH_TOKEN.finditer(text):
+        c = m.group()
+        if c in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif c in "]}":
+            depth -= 1
+    return False
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large for a float")
+    return value
+
+
+def loads(text: str) -> Any:
+    """`json.loads` for untrusted text, ValueError for all it should not read: nesting past
+    MAX_DEPTH (json.loads would raise RecursionError, or return a value that is too deep for
+    the next reader), and NaN, Infinity or 1e400, which would be written back as NaN/Infinity."""
+    if too_deep(text):
+        raise ValueError(f"JSON nested deeper than {MAX_DEPTH} levels")
+    return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
 
 
 def dumps(value: object) -> str:
@@ -187,6 +235,9 @@ class JsonReader:
             self._sep = "" if self._first else ", "
             self._first = False
         if c == "{" or c == "[":
+            if len(self._stack) >= MAX_DEPTH:
+                self.failed = True
+                return
             self._put(c)
             self._stack.append(c)
             self._first = True

@@ -10,6 +10,7 @@ Both write canonical JSON arguments through `ArgsWriter`.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .base import DONE, FAIL, MORE, Sink
-from .jsonstream import dumps, escape_str
+from .jsonstream import MAX_DEPTH, dumps, escape_str, loads
 from .schema import coerce, guess, is_plain_string, prop_schema, types_of
 
 _WS = " \t\r\n"
@@ -53,8 +54,13 @@ def _skip_ws(buf: str, i: int) -> int:
 
 
 def _partial(buf: str, i: int, markers: tuple[str, ...]) -> bool:
-    rest = buf[i:]
-    return any(m.startswith(rest) for m in markers if m)
+    """buf[i:] (maybe empty) may still grow into one of `markers` (only their length is read)."""
+    return any(len(buf) - i <= len(m) and m.startswith(buf[i:]) for m in markers if m)
+
+
+@functools.lru_cache(maxsize=64)
+def _first_of(markers: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile("|".join(map(re.escape, markers)))
 
 
 def _hold_from(buf: str, start: int, marker: str) -> int:
@@ -142,14 +148,14 @@ class XmlParamsBody:
                 if buf.startswith(prefix, i):
                     j, name = self._read_name(buf, i + len(prefix), end, final)
                     if name is None:
-                        return pos, (FAIL if self.calls == 0 else DONE) if final or n - i > 256 else MORE
+                        return (pos, FAIL if self.calls == 0 else DONE) if final or n - i > 256 else (i, MORE)
                     if not self.sink.allowed(name):
                         return pos, FAIL if self.calls == 0 else DONE
                     self.sink.start_call(name)
                     self.name, self.writer, self.st, pos = name, ArgsWriter(self.sink), "params", j
                     continue
                 if not final and _partial(buf, i, (prefix,)):
-                    return pos, MORE
+                    return i, MORE  # the whitespace before is read: no marker starts with it
                 return pos, FAIL if self.calls == 0 else DONE
             # params
             prefix, end = sx.param_open
@@ -160,7 +166,7 @@ class XmlParamsBody:
                     if final or n - i > 256:
                         self._end_call()
                         return pos, DONE
-                    return pos, MORE
+                    return i, MORE
                 if not key and sx.string_attr:  # attributes that do not parse: a broken call
                     self._end_call()
                     return pos, FAIL
@@ -168,7 +174,7 @@ class XmlParamsBody:
                     k = _skip_ws(buf, j)
                     if not buf.startswith(sx.value_open, k):
                         if not final and _partial(buf, k, (sx.value_open,)):
-                            return pos, MORE
+                            return i, MORE
                         self._end_call()
                         return pos, DONE
                     j = k + len(sx.value_open)
@@ -180,7 +186,7 @@ class XmlParamsBody:
                 pos, self.st = i + len(sx.func_close), "func"
                 continue
             if not final and _partial(buf, i, (prefix, sx.func_close or "")):
-                return pos, MORE
+                return i, MORE
             self._end_call()  # tolerate a missing closing tag
             return pos, DONE
 
@@ -219,11 +225,10 @@ class XmlParamsBody:
             self.first = False
             if self.sx.strip_newline and buf[pos] == "\n":
                 pos += 1
-        j, after = buf.find(close, pos), len(close)
-        for stop in self.sx.value_stops:
-            k = buf.find(stop, pos, j if j >= 0 else len(buf))
-            if k >= 0:
-                j, after = k, 0
+        # the first close or stop, in one search (one search per marker would each run to the end
+        # of the text when that marker is missing, on every value)
+        hit = _first_of((close, *self.sx.value_stops)).search(buf, pos)
+        j, after = (hit.start(), len(close) if hit.group() == close else 0) if hit else (-1, 0)
         # without a close: up to a possible close tag still arriving (or cut short at the end of
         # the output, where it is not part of the value either)
         end = j if j >= 0 else min(_hold_from(buf, pos, m) for m in (close, *self.sx.value_stops))
@@ -285,6 +290,7 @@ class KvCallsBody:
         self.in_json = ""  # the quote of the "JSON" or 'Python' string being read, if any
         self.json_esc = False  # the JSON string's last character was a backslash
         self.colon = False  # the current member's key is complete (`k:` seen at depth 0)
+        self.value_blank = True  # nothing but spaces after the member's last `:` (or in it, with none)
 
     def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
         n = len(buf)
@@ -298,23 +304,29 @@ class KvCallsBody:
                     if j < 0:
                         if final or n - i > 256:
                             return pos, FAIL if self.calls == 0 else DONE
-                        return pos, MORE
+                        return i, MORE
                     name = buf[i + 5:j].strip()
                     if not self.sink.allowed(name):
                         return pos, FAIL if self.calls == 0 else DONE
                     self.sink.start_call(name)
                     self.name, self.writer = name, ArgsWriter(self.sink)
-                    self.st, self.member, self.depth = "args", [], 0
+                    self.st, self.member, self.depth, self.value_blank = "args", [], 0, True
                     self.in_str = self.json_esc = self.colon = False
                     self.in_json = ""
                     pos = j + 1
                     continue
                 if not final and _partial(buf, i, ("call:",)):
-                    return pos, MORE
+                    return i, MORE  # what was skipped (spaces, `,` and `:`) starts no marker
                 return pos, FAIL if self.calls == 0 else DONE
             pos, status = self._args(buf, pos, final)
             if status != DONE:
                 return pos, status
+
+    def _add(self, text: str) -> None:
+        """Appends to the member, keeping `value_blank` (re-reading the member there is quadratic)."""
+        self.member.append(text)
+        _, colon, tail = text.rpartition(":")
+        self.value_blank = not tail.strip() and (bool(colon) or self.value_blank)
 
     def _string_closed(self) -> bool:
         """A value string closed: at depth 0 after `k:` it ends the member. False: broken."""
@@ -327,15 +339,16 @@ class KvCallsBody:
         while i < n:
             if self.in_str:
                 j = buf.find(esc, i)
-                k = buf.find(self.close, i) if self.close else -1
-                if k >= 0 and (j < 0 or k < j):  # the block closes inside the string
+                # a close before the string's end (searched no further: that is once per string)
+                k = buf.find(self.close, i, j + len(self.close) - 1 if j >= 0 else n) if self.close else -1
+                if k >= 0:  # the block closes inside the string
                     return self._string_cut_by_close(buf[i:k], k)
                 if j < 0:
                     keep = len(buf) if final else min(_hold_from(buf, i, m) for m in (esc, self.close or esc))
-                    self.member.append(buf[i:keep])
+                    self._add(buf[i:keep])
                     i = keep
                     break
-                self.member.append(buf[i:j + len(esc)])
+                self._add(buf[i:j + len(esc)])
                 i, self.in_str = j + len(esc), False
                 if not self._string_closed():
                     self.sink.abort_call()
@@ -343,7 +356,7 @@ class KvCallsBody:
                 continue
             c = buf[i]
             if self.in_json:
-                self.member.append(c)
+                self._add(c)
                 i += 1
                 if self.json_esc:
                     self.json_esc = False
@@ -356,7 +369,7 @@ class KvCallsBody:
                         return i, FAIL
                 continue
             if buf.startswith(esc, i):
-                self.member.append(esc)
+                self._add(esc)
                 i, self.in_str = i + len(esc), True
                 continue
             if self.close and buf.startswith(self.close, i):  # the block closed without `}`
@@ -371,7 +384,7 @@ class KvCallsBody:
             if not final and n - i < max(len(esc), len(self.close)) and any(
                     m and m.startswith(buf[i:]) for m in (esc, self.close)):
                 break
-            if c == '"' or (c == "'" and not "".join(self.member).rpartition(":")[2].strip()):
+            if c == '"' or (c == "'" and self.value_blank):
                 self.in_json = c  # a single quote opens a string only where a value starts
             elif c == ":" and self.depth == 0:
                 self.colon = True
@@ -391,7 +404,7 @@ class KvCallsBody:
                     return i + 1, DONE
                 i += 1
                 continue
-            self.member.append(c)
+            self._add(c)
             i += 1
         if final and i >= n:  # cut off: keep the members that parsed
             if self.in_str or self.in_json:  # a string cut short keeps what was written
@@ -423,7 +436,7 @@ class KvCallsBody:
 
     def _emit_member(self, close: str = "") -> bool:
         text = "".join(self.member).strip()
-        self.member, self.colon = [], False
+        self.member, self.colon, self.value_blank = [], False, True
         if not text:
             return True
         key, sep, value = text.partition(":")
@@ -449,9 +462,10 @@ class KvCallsBody:
         return True
 
 
-def parse_kv_value(s: str, i: int, esc: str, schema: dict[str, Any]) -> tuple[Any, int]:
+def parse_kv_value(s: str, i: int, esc: str, schema: dict[str, Any], depth: int = 1) -> tuple[Any, int]:
     """One value of the `k:v` syntax starting at s[i]; bare words and strings are typed from
-    `schema` where it asks for something other than a string."""
+    `schema` where it asks for something other than a string. `depth`: the containers around
+    it in the arguments; one more than MAX_DEPTH is a ValueError (malformed), not a recursion."""
     if s.startswith(esc, i):
         j = s.index(esc, i + len(esc))
         text = s[i + len(esc):j]
@@ -466,6 +480,8 @@ def parse_kv_value(s: str, i: int, esc: str, schema: dict[str, Any]) -> tuple[An
         text = s[i + 1:j].replace("\\'", "'")
         return (coerce(text, schema) if schema and not is_plain_string(schema) else text), j + 1
     if s[i] in "{[":
+        if depth >= MAX_DEPTH:
+            raise ValueError(f"nested deeper than {MAX_DEPTH} levels")
         close = "}" if s[i] == "{" else "]"
         obj: Any = {} if close == "}" else []
         i = _skip_ws(s, i + 1)
@@ -481,10 +497,10 @@ def parse_kv_value(s: str, i: int, esc: str, schema: dict[str, Any]) -> tuple[An
                 else:
                     colon = s.index(":", i)
                     key = s[i:colon].strip().strip("\"'")
-                val, i = parse_kv_value(s, _skip_ws(s, colon + 1), esc, prop_schema(schema, key))
+                val, i = parse_kv_value(s, _skip_ws(s, colon + 1), esc, prop_schema(schema, key), depth + 1)
                 obj[key] = val
             else:
-                val, i = parse_kv_value(s, i, esc, schema.get("items") or {})
+                val, i = parse_kv_value(s, i, esc, schema.get("items") or {}, depth + 1)
                 obj.append(val)
             i = _skip_ws(s, i)
             if s[i] == ",":
@@ -501,7 +517,7 @@ def parse_kv_value(s: str, i: int, esc: str, schema: dict[str, Any]) -> tuple[An
     if schema and not is_plain_string(schema):
         return coerce(word, schema), j
     try:
-        return (json.loads(word) if not schema else word), j
+        return (loads(word) if not schema else word), j
     except ValueError:
         return word, j
 

@@ -20,10 +20,14 @@ from typing import Any
 
 from .base import DONE, FAIL, MORE, Sink
 from .markup_bodies import ArgsWriter
-from .schema import coerce, is_plain_string, ordered_params, prop_schema
+from .schema import NotJson, coerce, is_plain_string, jsonable, ordered_params, prop_schema
 
 log = logging.getLogger(__name__)
-_IDENT = re.compile(r"[A-Za-z_][\w.\-]*")
+# names (and the spaces after them) are bounded, so a call still arriving is held back by a
+# bounded amount: a longer one is no call
+_MAX_NAME = 256
+_IDENT = re.compile(rf"[A-Za-z_][\w.\-]{{0,{_MAX_NAME - 1}}}")
+_LINE_END = re.compile("[\n`]")
 _OUTSIDE = re.compile(r"[()\[\]{},'\"]")
 _IN_SQ = re.compile(r"['\\\n\r\x00]")
 _IN_DQ = re.compile(r'["\\\n\r\x00]')
@@ -32,30 +36,8 @@ _IN_DQ = re.compile(r'["\\\n\r\x00]')
 _CLOSERS = ",)]}:'\""
 _RAW_ESC = {"\n": "\\n", "\r": "\\r", "\0": "\\x00"}
 _LEADING_ZEROS = re.compile(r"\s*(?:([A-Za-z_]\w*)\s*=\s*)?([+-]?)0+(\d+)\s*\Z")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 _BARE = {"true": True, "false": False, "null": None, "none": None}
 _WS = " \t\r\n"
-
-
-class NotJson(ValueError):
-    """A literal JSON cannot hold (complex, NaN, infinity)."""
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, str) and _SURROGATE.search(value):
-        # "\ud83d\ude00" is one character in JSON but two in Python: join the pair
-        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    if isinstance(value, (tuple, list, set, frozenset)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, complex):
-        raise NotJson("complex")
-    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
-        raise NotJson("not a finite number")
-    return value
 
 
 def py_literal(node: ast.AST) -> Any:
@@ -63,14 +45,14 @@ def py_literal(node: ast.AST) -> Any:
     if isinstance(node, ast.Name):
         return _BARE.get(node.id.lower(), node.id)
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
-        return _jsonable(node.value)
+        return jsonable(node.value)
     if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
         return [py_literal(e) for e in node.elts]
     if isinstance(node, ast.Dict):
         if any(k is None for k in node.keys):
             raise ValueError("dict unpacking")
         return {str(py_literal(k)): py_literal(v) for k, v in zip(node.keys, node.values, strict=False) if k is not None}
-    return _jsonable(ast.literal_eval(node))
+    return jsonable(ast.literal_eval(node))
 
 
 def parse_argument(text: str) -> tuple[str | None, Any]:
@@ -133,7 +115,7 @@ class PyCallsBody:
                 i += 1
             if i >= n:
                 if not final:
-                    return pos, MORE
+                    return i, MORE  # what was skipped (spaces, `;`) starts no marker
                 return i, DONE if self.st == "next" else self._stop()
             c = buf[i]
             if self.st == "open":
@@ -155,10 +137,10 @@ class PyCallsBody:
                     return pos, self._stop()
                 j = m.end()
                 k = j
-                while k < n and buf[k] in " \t":
+                while k < n and k - j < _MAX_NAME and buf[k] in " \t":
                     k += 1
                 if k >= n and not final:
-                    return pos, MORE
+                    return i, MORE
                 name = self.name_map(m.group())
                 opener = buf[k] if k < n else ""
                 if opener != "(" and not (self.shell and k > j and opener not in "\n`"):
@@ -253,15 +235,17 @@ class PyCallsBody:
 
     def _shell(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
         """`name some/path --flag`: the rest of the line, split like a shell would."""
-        end = min((k for k in (buf.find("\n", pos), buf.find("`", pos)) if k >= 0), default=-1)
-        if end < 0:
-            if not final:
-                return pos, MORE
-            end = len(buf)
+        m = _LINE_END.search(buf, pos)
+        if m is None and not final:
+            self.arg.append(buf[pos:])  # the line so far, read once
+            return len(buf), MORE
+        end = m.start() if m is not None else len(buf)
+        line = "".join(self.arg) + buf[pos:end]
+        self.arg = []
         try:
-            words = shlex.split(buf[pos:end])
+            words = shlex.split(line)
         except ValueError:
-            words = buf[pos:end].split()
+            words = line.split()
         for word in words:
             self._member(None, word)
         self._close()

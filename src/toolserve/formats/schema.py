@@ -8,9 +8,13 @@ tool's schema asks for, falling back to the plain string when the text does not 
 from __future__ import annotations
 
 import ast
-import json
+import math
+import re
 from typing import Any
 
+from .jsonstream import loads
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null",
                list: "array", dict: "object"}
 
@@ -47,13 +51,37 @@ def is_plain_string(schema: dict[str, Any]) -> bool:
     return types_of(schema) <= {"string"}
 
 
+class NotJson(ValueError):
+    """A literal JSON cannot hold (complex, NaN, infinity, a set's or an Ellipsis' like)."""
+
+
+def jsonable(value: Any) -> Any:
+    """A Python literal's value as JSON holds it: tuples and sets as lists, bytes as text, keys
+    as strings. NotJson for anything else, which `json.dumps` would refuse or write as NaN."""
+    if isinstance(value, str):
+        if _SURROGATE.search(value):  # "\ud83d\ude00" is one character in JSON, two in Python
+            return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        return value
+    if isinstance(value, (tuple, list, set, frozenset)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if value is None or isinstance(value, (bool, int)):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    raise NotJson(f"{type(value).__name__} {value!r:.40}")
+
+
 def _parse_literal(raw: str) -> Any:
     try:
-        return json.loads(raw)
+        return loads(raw)
     except ValueError:
         pass
     try:  # Python-style literals: single quotes, True/False/None
-        return ast.literal_eval(raw)
+        return jsonable(ast.literal_eval(raw))
     except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
         return raw
 
@@ -104,7 +132,7 @@ def guess(raw: str) -> Any:
     """A bare value written without quotes and without a schema: JSON literal or text."""
     text = raw.strip()
     try:
-        value = json.loads(text)
+        value = loads(text)
     except ValueError:
         return raw
     return value

@@ -6,13 +6,12 @@ Reasoning is `<|inner_prefix|>...<|inner_suffix|>`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
 from ..base import DONE, FAIL, MORE, Body, Format, Grammar, Sink, Trigger, call_arguments, tool_dicts
 from ..json_bodies import NamedJsonBody
-from ..jsonstream import dumps
+from ..jsonstream import dumps, loads
 
 PREFIX, SUFFIX = "<|tools_prefix|>", "<|tools_suffix|>"
 INNER = ("<|inner_prefix|>", "<|inner_suffix|>")
@@ -21,7 +20,7 @@ _WS = " \t\r\n"
 
 def _name(header: str) -> tuple[str, str | None] | None:
     try:
-        name = json.loads(header)
+        name = loads(header)
     except ValueError:
         return None
     return (name, None) if isinstance(name, str) and name else None

@@ -11,7 +11,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...types import ToolCall, ToolSpec
-from ..base import CONTENT, DONE, FAIL, MORE, REASONING, Format, Grammar, Sink, Trigger, call_arguments
+from ..base import (
+    CONTENT,
+    DONE,
+    FAIL,
+    MORE,
+    REASONING,
+    Format,
+    Grammar,
+    Sink,
+    Trigger,
+    call_arguments,
+    may_grow_into,
+    skip_ws,
+)
 from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps
 from ..schema import prop_schema, types_of
@@ -28,19 +41,6 @@ def _bad_header(text: str) -> bool:
     return "\n" in text or any(m.group(1) not in _HEADER_TAGS for m in _TAG.finditer(text))
 
 
-def _empty_message(buf: str, pos: int, final: bool) -> int | None:
-    """End of `<|call|>` when the message is empty, 0 when it is not, None while unsure."""
-    i = pos
-    while i < len(buf) and buf[i] in " \t\r\n":
-        i += 1
-    rest = buf[i:i + len(CALL)]
-    if rest == CALL:
-        return i + len(CALL)
-    if not final and CALL.startswith(rest):
-        return None
-    return 0
-
-
 class _Header:
     """Reads a Harmony header up to `<|message|>` and decides where the message goes."""
 
@@ -49,36 +49,40 @@ class _Header:
     def __init__(self, sink: Sink, prefix: str) -> None:
         self.sink = sink
         self.prefix = prefix  # "<|channel|>" when the trigger was the channel marker itself
+        self.name: str | None = None  # the function the header addressed
         self.call: NamedJsonBody | None = None
 
     def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
         if self.call is not None:
             return self.call.advance(buf, pos, final)
-        j = buf.find(MESSAGE, pos, pos + 300)
-        if j < 0:
-            bad = final or len(buf) - pos > 300 or _bad_header(buf[pos:pos + 300])
-            return pos, FAIL if bad else MORE
-        header = self.prefix + buf[pos:j]
-        if _bad_header(header):
-            return pos, FAIL
-        start, pos = pos, j + len(MESSAGE)
-        recipient = _RECIPIENT.search(header)
-        if recipient is not None:
+        if self.name is None:
+            j = buf.find(MESSAGE, pos, pos + 300)
+            if j < 0:
+                bad = final or len(buf) - pos > 300 or _bad_header(buf[pos:pos + 300])
+                return pos, FAIL if bad else MORE
+            header = self.prefix + buf[pos:j]
+            if _bad_header(header):
+                return pos, FAIL
+            pos = j + len(MESSAGE)
+            recipient = _RECIPIENT.search(header)
+            if recipient is None:
+                channel = _CHANNEL.search(header)
+                self.next_state = REASONING if channel is not None and channel.group(1) == "analysis" else CONTENT
+                return pos, DONE
             name = recipient.group(1).removeprefix("functions.")
             if not self.sink.allowed(name):
                 return pos, FAIL
-            empty = _empty_message(buf, pos, final)
-            if empty is None:
-                return start, MORE
-            if empty:  # `<|message|><|call|>`: a call without arguments
-                self.sink.start_call(name)
-                self.sink.end_call()
-                return empty, DONE
-            self.call = NamedJsonBody(self.sink, "", lambda _: (name, None), suffix=CALL)
-            return self.call.advance(buf, pos, final)
-        channel = _CHANNEL.search(header)
-        self.next_state = REASONING if channel is not None and channel.group(1) == "analysis" else CONTENT
-        return pos, DONE
+            self.name = name
+        i = skip_ws(buf, pos)
+        if buf.startswith(CALL, i):  # `<|message|><|call|>`: a call without arguments
+            self.sink.start_call(self.name)
+            self.sink.end_call()
+            return i + len(CALL), DONE
+        if not final and may_grow_into(buf, i, CALL):
+            return i, MORE
+        name = self.name
+        self.call = NamedJsonBody(self.sink, "", lambda _: (name, None), suffix=CALL)
+        return self.call.advance(buf, pos, final)
 
 
 def _ts_type(schema: dict[str, Any]) -> str:

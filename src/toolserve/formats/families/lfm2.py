@@ -6,12 +6,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import FAIL, MORE, Body, Format, Grammar, Sink, Trigger, call_arguments, tool_dicts
+from ..base import FAIL, MORE, Body, Format, Grammar, Sink, Trigger, call_arguments, skip_ws, tool_dicts
 from ..json_bodies import JsonCallsBody
 from ..jsonstream import dumps
 from ..pythonic import PyCallsBody, py_call
-
-_WS = " \t\r\n"
 
 
 class _Body:
@@ -25,15 +23,17 @@ class _Body:
 
     def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
         if self.inner is None:
-            head = buf[pos:pos + 64].lstrip(_WS)
-            if head.startswith("{") or (head.startswith("[") and head[1:].lstrip(_WS).startswith("{")):
+            i, n = skip_ws(buf, pos), len(buf)
+            k = skip_ws(buf, i + 1) if buf.startswith("[", i) else i
+            if k >= n:  # nothing but whitespace (after a `[`) so far
+                return (pos, FAIL) if final else (i, MORE)
+            if buf[k] == "{":
                 self.inner = JsonCallsBody(self.sink)
-            elif head.startswith("[") and head[1:].lstrip(_WS):
+            elif k > i:
                 self.inner = PyCallsBody(self.sink)
-            elif not final and (not head or head == "[" or not head[1:].strip(_WS)):
-                return pos, MORE
             else:
                 return pos, FAIL
+            pos = i
         return self.inner.advance(buf, pos, final)
 
 

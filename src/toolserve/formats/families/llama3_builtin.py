@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import DONE, FAIL, MORE, Format, Grammar, Sink, Trigger, call_arguments
+from ..base import DONE, FAIL, MORE, Format, Grammar, Sink, Trigger, call_arguments, skip_ws
 from ..json_bodies import JsonCallsBody
 from ..jsonstream import escape_str
 from ..pythonic import PyCallsBody, py_call
@@ -63,13 +63,16 @@ class _Body:
 
     def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
         if self.inner is None:
+            pos = skip_ws(buf, pos)  # read once: no marker starts with whitespace
+            if pos == len(buf) and not final:
+                return pos, MORE
             rest = buf[pos:pos + 64]
             if rest.lstrip().startswith("{"):  # a custom tool in the JSON form
                 self.inner = json_calls(self.sink)
             elif _BUILTIN_CALL.match(rest):
                 self.inner = PyCallsBody(self.sink, bracketed=False, name_map=lambda s: s.removesuffix(".call"))
-            elif not final and _BUILTIN_PREFIX.match(rest):
-                return pos, MORE
+            elif not final and len(rest) < 64 and _BUILTIN_PREFIX.match(rest):
+                return pos, MORE  # the 64 characters that decide are not all here
             else:
                 self.inner = _CodeBody(self.sink)
         return self.inner.advance(buf, pos, final)

@@ -18,11 +18,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ...types import ToolCall, ToolSpec
-from ..base import DONE, FAIL, MORE, Format, Grammar, Sink, Trigger, call_arguments, tool_dicts
-from ..jsonstream import dumps
+from ..base import (
+    DONE,
+    FAIL,
+    MORE,
+    Format,
+    Grammar,
+    Sink,
+    Trigger,
+    call_arguments,
+    may_grow_into,
+    skip_ws,
+    tool_dicts,
+)
+from ..jsonstream import MAX_DEPTH, dumps
 from ..markup_bodies import ArgsWriter
 from ..schema import coerce, guess, prop_schema, types_of
 from .minimax_m2 import _body as m2_body
@@ -30,75 +43,139 @@ from .minimax_m2 import _body as m2_body
 NS = "]<]minimax[>["
 THINK = ("<mm:think>", "</mm:think>")
 INVOKE = f'{NS}<invoke name="'
-_TAG = re.compile(re.escape(NS) + r"<(/?)([^<>/\s]+)>")
+# a tag's name is short: the bound lets a tag still arriving be held back by a bounded amount
+_TAG = re.compile(re.escape(NS) + r"<(/?)([^<>/\s]{1,256})>")
+_TAG_ARRIVING = re.compile(re.escape(NS) + r"</?[^<>/\s]{0,256}\Z")
+_OPEN, _CLOSE_INVOKE = NS + "<", f"{NS}</invoke>"
 _WS = " \t\r\n"
 
 
-def _skip_ws(buf: str, i: int) -> int:
-    while i < len(buf) and buf[i] in _WS:
-        i += 1
-    return i
+def _arriving_tag(buf: str, start: int) -> int:
+    """First index >= start from which buf may still grow into a tag (len(buf) if none)."""
+    n = len(buf)
+    k = buf.rfind(_OPEN, max(start, n - len(_OPEN) - 257))
+    if k >= 0 and _TAG_ARRIVING.match(buf, k):
+        return k
+    for j in range(max(start, n - len(_OPEN) + 1), n):
+        if _OPEN.startswith(buf[j:]):
+            return j
+    return n
 
 
-def _member_end(buf: str, i: int) -> tuple[str, int, int] | None:
-    """(name, end of the open tag, end of the matching close) of the element at buf[i], if complete."""
-    stack: list[str] = []
-    m = _TAG.match(buf, i)
-    if m is None or m.group(1):
-        return None
-    name, inner = m.group(2), m.end()
-    for m in _TAG.finditer(buf, i):
+class _Element:
+    """One parameter element, read as it streams: its text is kept and its tags matched with a
+    stack of names (a close that is not the innermost open element's is text) until it closes."""
+
+    def __init__(self, name: str, head: str) -> None:
+        self.name = name
+        self.parts = [head]  # its text so far, open tag included
+        self.open = [name]
+
+    def feed(self, buf: str, i: int) -> tuple[int, bool]:
+        """Consumes buf[i:] up to the element's close (True), or up to a tag still arriving."""
+        for m in _TAG.finditer(buf, i):
+            if not m.group(1):
+                self.open.append(m.group(2))
+            elif self.open[-1] == m.group(2):
+                self.open.pop()
+                if not self.open:
+                    self.parts.append(buf[i:m.end()])
+                    return m.end(), True
+        end = _arriving_tag(buf, i)
+        self.parts.append(buf[i:end])
+        return end, False
+
+    def inner(self) -> str:
+        """The text between the open and close tags, once closed."""
+        text = "".join(self.parts)
+        return text[len(self.parts[0]):len(text) - len(f"{NS}</{self.name}>")]
+
+
+@dataclass
+class _Node:
+    """An element of a parameter's value; `kids` is None where it holds text (a scalar)."""
+
+    name: str
+    start: int  # its inner text: text[start:end]
+    end: int = -1
+    kids: list[_Node] | None = field(default_factory=list)
+    gap: int = 0  # where the text after its last child begins
+
+
+def _tree(text: str) -> _Node:
+    """The elements of a complete value's inner text, in one pass over its tags.
+
+    An element holds children when its inner text is only elements and whitespace; one nested
+    deeper than MAX_DEPTH is kept as text (its tags included), so reading never recurses
+    without bound."""
+    root = _Node("", 0, len(text))
+    nodes = [root]  # the open elements, as far as MAX_DEPTH
+    names: list[str] = []  # the names of all open elements, however deep
+    for m in _TAG.finditer(text):
+        top = nodes[-1]
         if not m.group(1):
-            stack.append(m.group(2))
-        elif stack and stack[-1] == m.group(2):
-            stack.pop()
-            if not stack:
-                return name, inner, m.end()
-    return None
+            names.append(m.group(2))
+            if len(nodes) < len(names) or top.kids is None:
+                continue  # inside an element kept as text
+            if len(names) >= MAX_DEPTH or text[top.gap:m.start()].strip(_WS):
+                top.kids = None
+                continue
+            node = _Node(m.group(2), m.end())
+            node.gap = m.end()
+            top.kids.append(node)
+            nodes.append(node)
+        elif names and names[-1] == m.group(2):
+            names.pop()
+            if len(nodes) > len(names) + 1:  # it closes a tracked element
+                node = nodes.pop()
+                node.end = m.start()
+                if node.kids is not None and (not node.kids or text[node.gap:node.end].strip(_WS)):
+                    node.kids = None
+                nodes[-1].gap = m.end()
+    if root.kids is not None and (len(nodes) > 1 or not root.kids or text[root.gap:].strip(_WS)):
+        root.kids = None
+    return root
 
 
-def _children(text: str) -> list[tuple[str, str]] | None:
-    """The elements at the top level of `text` as (name, inner text); None when it holds none."""
-    out, i = [], _skip_ws(text, 0)
-    if not text.startswith(NS + "<", i):
-        return None
-    while i < len(text):
-        found = _member_end(text, i)
-        if found is None:
-            return None
-        name, inner, end = found
-        out.append((name, text[inner:end - len(f"{NS}</{name}>")]))
-        i = _skip_ws(text, end)
-    return out
+def _value(text: str, node: _Node, schema: dict[str, Any]) -> Any:
+    """An element as a JSON value, typed by `schema` where it gives types (recursion bounded
+    by `_tree`'s depth)."""
+    types = types_of(schema)
+    if node.kids is None:
+        inner = text[node.start:node.end]
+        if types:
+            return coerce(inner, schema)
+        return guess(inner) if inner.strip() else inner
+    if ("array" in types and "object" not in types) or (not types and all(k.name == "item" for k in node.kids)):
+        items = schema.get("items")
+        items = items if isinstance(items, dict) else {}
+        values = []
+        for kid in node.kids:  # a loop, not a comprehension: one frame per level of nesting
+            values.append(_value(text, kid, items))
+        return values
+    obj: dict[str, Any] = {}
+    repeated: set[str] = set()
+    for kid in node.kids:
+        value = _value(text, kid, prop_schema(schema, kid.name))
+        if kid.name in repeated:
+            obj[kid.name].append(value)
+        elif kid.name in obj:  # a name written again: its values become a list
+            obj[kid.name] = [obj[kid.name], value]
+            repeated.add(kid.name)
+        else:
+            obj[kid.name] = value
+    return obj
 
 
 def element_value(text: str, schema: dict[str, Any]) -> Any:
     """An element's inner text as a JSON value, typed by `schema` where it gives types."""
-    kids = _children(text)
-    types = types_of(schema)
-    if kids is None:
-        if types:
-            return coerce(text, schema)
-        return guess(text) if text.strip() else text
-    if ("array" in types and "object" not in types) or (not types and all(n == "item" for n, _ in kids)):
-        items = schema.get("items")
-        return [element_value(inner, items if isinstance(items, dict) else {}) for _, inner in kids]
-    obj: dict[str, Any] = {}
-    repeated: set[str] = set()
-    for name, inner in kids:
-        value = element_value(inner, prop_schema(schema, name))
-        if name in repeated:
-            obj[name].append(value)
-        elif name in obj:  # a name written again: its values become a list
-            obj[name] = [obj[name], value]
-            repeated.add(name)
-        else:
-            obj[name] = value
-    return obj
+    return _value(text, _tree(text), schema)
 
 
 class M3CallsBody:
-    """Reads the invokes of one `NS<tool_call>` block; a parameter is emitted once its element closes."""
+    """Reads the invokes of one `NS<tool_call>` block; a parameter is emitted once its element
+    closes. The element's text is consumed as it arrives (never rescanned), and an element that
+    does not close before the end of the output breaks the call off there."""
 
     next_state: str | None = None
 
@@ -107,48 +184,69 @@ class M3CallsBody:
         self.calls = 0
         self.name = ""
         self.writer: ArgsWriter | None = None
+        self.element: _Element | None = None
+        self.swallow = False  # a member that is no element: the rest of the output goes with it
 
     def _end(self) -> int:
         return FAIL if self.calls == 0 and self.writer is None else DONE
 
+    def _break_off(self, pos: int) -> tuple[int, int]:
+        """Cut off, or something that is no element: the call keeps the members that closed."""
+        self.sink.abort_call()
+        self.writer, self.calls, self.element, self.swallow = None, self.calls + 1, None, False
+        return pos, DONE
+
     def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
         n = len(buf)
         while True:
-            i = _skip_ws(buf, pos)
-            rest = buf[i:]
+            if self.swallow or self.element is not None:
+                pos = self._read_element(buf, pos)
+                if self.element is not None or self.swallow:
+                    return self._break_off(n) if final else (pos, MORE)
+                continue
+            i = skip_ws(buf, pos)
             if self.writer is None:  # between invokes
-                if rest.startswith(INVOKE):
+                if buf.startswith(INVOKE, i):
                     j = buf.find('">', i + len(INVOKE), i + len(INVOKE) + 256)
                     if j < 0:
-                        return (pos, MORE) if not final and n - i < len(INVOKE) + 256 else (pos, self._end())
+                        return (i, MORE) if not final and n - i < len(INVOKE) + 256 else (pos, self._end())
                     name = buf[i + len(INVOKE):j].strip()
                     if not self.sink.allowed(name):
                         return pos, self._end()
                     self.sink.start_call(name)
                     self.name, self.writer, pos = name, ArgsWriter(self.sink), j + 2
                     continue
-                if not final and INVOKE.startswith(rest):
-                    return pos, MORE
+                if not final and may_grow_into(buf, i, INVOKE):
+                    return i, MORE
                 return pos, self._end()
-            if rest.startswith(f"{NS}</invoke>"):
+            if buf.startswith(_CLOSE_INVOKE, i):
                 self.writer.close()
-                self.writer, self.calls, pos = None, self.calls + 1, i + len(f"{NS}</invoke>")
+                self.writer, self.calls, pos = None, self.calls + 1, i + len(_CLOSE_INVOKE)
                 continue
-            found = _member_end(buf, i) if rest.startswith(NS + "<") and not rest.startswith(NS + "</") else None
-            if found is not None:
-                key, inner, end = found
-                schema = prop_schema(self.sink.schema(self.name), key)
-                self.writer.member(key, element_value(buf[inner:end - len(f"{NS}</{key}>")], schema))
-                pos = end
+            if buf.startswith(_OPEN, i) and not buf.startswith(NS + "</", i):
+                m = _TAG.match(buf, i)
+                if m is not None:
+                    self.element, pos = _Element(m.group(2), m.group()), m.end()
+                    continue
+                if not final and _TAG_ARRIVING.match(buf, i):
+                    return i, MORE  # the tag is still arriving
+                # `NS<` and no tag: like an element never closed, the call ends with the output
+                self.swallow, pos = True, i
                 continue
-            if not final and (rest.startswith(NS + "<") or (NS + "<").startswith(rest)) and not rest.startswith(NS + "</"):
-                return pos, MORE  # an element still open, or a tag still arriving
-            if not final and f"{NS}</invoke>".startswith(rest):
-                return pos, MORE
-            # cut off, or something that is no element: the call keeps the members that closed
-            self.sink.abort_call()
-            self.writer, self.calls = None, self.calls + 1
-            return (n if final else pos), DONE
+            if not final and (may_grow_into(buf, i, _OPEN) or may_grow_into(buf, i, _CLOSE_INVOKE)):
+                return i, MORE
+            return self._break_off(n if final else pos)
+
+    def _read_element(self, buf: str, pos: int) -> int:
+        if self.element is None:  # swallowing
+            return len(buf)
+        pos, closed = self.element.feed(buf, pos)
+        if closed:
+            assert self.writer is not None
+            key = self.element.name
+            self.writer.member(key, element_value(self.element.inner(), prop_schema(self.sink.schema(self.name), key)))
+            self.element = None
+        return pos
 
 
 def _m3_value(value: Any) -> str:
