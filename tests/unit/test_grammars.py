@@ -1,12 +1,12 @@
-"""Grammar building: schemas moved into one document, Python-call rules, compile errors."""
+"""Grammar helpers: schemas moved into one document, closed objects, one JSON layout, compile errors
+(every family's call grammar: test_constraints.py)."""
 
 from __future__ import annotations
 
 import llguidance
 import pytest
 
-from toolserve.constrain.grammars import CallGrammar, call_grammar, call_object_schema, relocate
-from toolserve.errors import Unsupported
+from toolserve.formats.grammar import call_object_schema, relocate
 from toolserve.types import ToolSpec
 
 ADDR = {"type": "object", "properties": {"zip": {"type": "string"}}}
@@ -35,38 +35,8 @@ def test_two_tools_with_same_def_names_do_not_clash() -> None:
     assert set(schema["$defs"]) == {"t0_x", "t1_x"}
 
 
-def test_full_grammar_puts_the_trigger_first() -> None:
-    g = CallGrammar("<x>", 'start: "a"\n')
-    assert g.full() == 'start: "<x>" "a"\n'
-    assert g.full(lead_ws=True).startswith('start: LEAD_WS "<x>" "a"')
-
-
-def test_unknown_family_is_unsupported() -> None:
-    with pytest.raises(Unsupported, match="kimi_k2"):
-        call_grammar("kimi_k2", [ToolSpec("f")], True)
-
-
-def test_python_parameter_names_must_be_identifiers() -> None:
-    with pytest.raises(Unsupported, match="identifier"):
-        call_grammar("gemma3_tool_code", [ToolSpec("f", parameters={"type": "object", "properties": {"a-b": {}}})], True)
-
-
-@pytest.mark.parametrize("family", ["hermes", "gemma3_tool_code", "generic_json", "granite", "firefunction", "phi4_mini"])
-@pytest.mark.parametrize("parallel", [True, False])
-def test_every_builder_compiles(family: str, parallel: bool) -> None:
-    tools = [
-        ToolSpec("get_weather", parameters={"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}, "required": ["city"]}),
-        ToolSpec("ping", parameters={"type": "object", "properties": {}}),
-        ToolSpec("opt", parameters={"type": "object", "properties": {"a": {"type": "boolean"}, "b": {"type": "number"}}}),
-    ]
-    g = call_grammar(family, tools, parallel)
-    for grammar in (g.body, g.full(), g.full(lead_ws=True)):
-        err = llguidance.LLMatcher.validate_grammar(grammar)
-        assert not err, err
-
-
 def test_objects_are_closed_unless_the_schema_says_otherwise() -> None:
-    from toolserve.constrain.grammars import closed
+    from toolserve.formats.grammar import closed
 
     schema = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {}}}, "c": {"enum": [{"properties": {}}]}}}
     out = closed(schema)
@@ -102,7 +72,7 @@ def smollm2_tokenizer():  # type: ignore[no-untyped-def]
 )
 def test_json_has_one_layout(smollm2_tokenizer, text: str, accepted: bool) -> None:  # type: ignore[no-untyped-def]
     """No free blank space in constrained JSON: a weak model cannot pad until max_tokens."""
-    from toolserve.constrain.grammars import response_format_grammar
+    from toolserve.formats.grammar import response_format_grammar
 
     schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}, "required": ["a", "b"]}
     matcher = llguidance.LLMatcher(smollm2_tokenizer, response_format_grammar("json_schema", schema), log_level=0)
@@ -111,9 +81,9 @@ def test_json_has_one_layout(smollm2_tokenizer, text: str, accepted: bool) -> No
 
 
 def test_a_grammar_seen_before_is_not_compiled_again(smollm2_tokenizer) -> None:  # type: ignore[no-untyped-def]
-    from toolserve.constrain.grammars import response_format_grammar
     from toolserve.constrain.matcher import Constrainer
     from toolserve.errors import InvalidRequest
+    from toolserve.formats.grammar import response_format_grammar
 
     c = Constrainer(lambda: smollm2_tokenizer, lambda t: b"", 49152)
     grammar = response_format_grammar("json_schema", {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})

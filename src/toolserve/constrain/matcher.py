@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import llguidance
@@ -23,24 +24,38 @@ from toolserve.errors import InvalidRequest
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class Arming:
+    """When a lazy grammar starts to hold: at the first of `triggers` (marker, lead) in the
+    output; a lead marker only where the output starts (after blank space, or after a `quiet`
+    block). Between `quiet`'s open and close (a reasoning block, with `quiet_first` from the
+    start) no marker counts. From a marker on, the grammar reads the output from the marker's
+    first character (formats/constraint.py writes it so)."""
+
+    triggers: tuple[tuple[str, bool], ...]
+    quiet: tuple[str, str] | None = None
+    quiet_first: bool = False
+
+
 class GrammarConstraint:
-    """Masks tokens with an llguidance matcher.
+    """Masks tokens with an llguidance matcher, from the start or, lazily, once `arming` says."""
 
-    Lazy mode (`trigger` set): the model writes freely until the trigger text appears in its
-    output; from there on the grammar holds (the trigger's tail within the same token is fed
-    to the grammar first).
-    """
-
-    def __init__(self, template: Any, tokenizer: Any, piece: Callable[[int], bytes], n_vocab: int, trigger: str = ""):
+    def __init__(self, template: Any, tokenizer: Any, piece: Callable[[int], bytes], n_vocab: int, arming: Arming | None = None):
         self._template = template
         self._tokenizer = tokenizer
         self._piece = piece
         self._n_vocab = n_vocab
-        self._trigger = trigger.encode("utf-8")
-        self._tail = b""
-        self._matcher: Any = None if trigger else template.deep_copy()
+        self._matcher: Any = None if arming is not None else template.deep_copy()
         self._bits = np.zeros((n_vocab + 31) // 32, dtype=np.int32)  # one bit per token, reused
         self.abandoned = False
+        if arming is not None:
+            self._anywhere = [m.encode() for m, lead in arming.triggers if not lead]
+            self._leads = [m.encode() for m, lead in arming.triggers if lead]
+            self._quiet = (arming.quiet[0].encode(), arming.quiet[1].encode()) if arming.quiet else None
+            self._in_quiet = arming.quiet_first and self._quiet is not None
+            self._at_start = True  # nothing but blank space since the start (or a quiet block)
+            self._seen = b""  # the output not yet ruled out as the start of a marker
+            self._keep = max([len(m) for m in (*self._anywhere, *self._leads, *(self._quiet or ()))], default=1)
 
     def forbidden(self) -> np.ndarray | None:
         if self._matcher is None:
@@ -56,15 +71,48 @@ class GrammarConstraint:
             if not self._matcher.consume_token(token):
                 self._abandon(f"token {token} rejected: {self._matcher.get_error()}")
             return
-        self._tail += self._piece(token)
-        at = self._tail.find(self._trigger)
-        if at < 0:
-            self._tail = self._tail[-len(self._trigger) :]
-            return
+        self._seen += self._piece(token)
+        self._watch()
+
+    def _watch(self) -> None:
+        """Look for a marker in what was seen; arm the grammar at the first one."""
+        while True:
+            if self._in_quiet:
+                assert self._quiet is not None
+                at = self._seen.find(self._quiet[1])
+                if at < 0:
+                    self._seen = self._seen[-(self._keep - 1) :] if self._keep > 1 else b""
+                    return
+                self._seen, self._in_quiet, self._at_start = self._seen[at + len(self._quiet[1]) :], False, True
+            if self._at_start and self._leads:
+                text = self._seen.lstrip(b" \t\r\n")
+                if not text:
+                    return
+                for marker in self._leads:
+                    if text.startswith(marker):
+                        self._arm(text)
+                        return
+                if any(marker.startswith(text) for marker in self._leads):
+                    return  # maybe a lead marker, still arriving
+            self._at_start = False
+            hits = [(self._seen.find(m), m) for m in self._anywhere]
+            if self._quiet is not None:
+                hits.append((self._seen.find(self._quiet[0]), b""))
+            found = [(at, m) for at, m in hits if at >= 0]
+            if not found:
+                self._seen = self._seen[-(self._keep - 1) :] if self._keep > 1 else b""
+                return
+            at, marker = min(found, key=lambda h: h[0])
+            if marker:
+                self._arm(self._seen[at:])
+                return
+            assert self._quiet is not None
+            self._seen, self._in_quiet = self._seen[at + len(self._quiet[0]) :], True
+
+    def _arm(self, text: bytes) -> None:
         self._matcher = self._template.deep_copy()
-        rest = self._tail[at + len(self._trigger) :]
-        if rest and not self._matcher.consume_tokens(self._tokenizer.tokenize_bytes(rest)):
-            self._abandon("text after the trigger does not fit the grammar")
+        if not self._matcher.consume_tokens(self._tokenizer.tokenize_bytes(text)):
+            self._abandon("the call marker and what follows it do not fit the grammar")
 
     def done(self) -> bool:
         return self._matcher is not None and not self.abandoned and bool(self._matcher.is_stopped())
@@ -86,6 +134,7 @@ class Constrainer:
         self._n_vocab = n_vocab
         self._compiled: dict[str, Any] = {}  # recent grammars that compiled (`recall`)
         self._lock = threading.Lock()  # requests are prepared on worker threads (serving/conversation.py)
+        self._specials: dict[str, int] | None = None
 
     @property
     def tokenizer(self) -> Any:
@@ -103,11 +152,29 @@ class Constrainer:
             )
         return matcher
 
-    def factory(self, grammar: str, *, param: str, trigger: str = "") -> GrammarFactory:
-        return GrammarFactory(grammar, param, trigger, self)
+    def factory(self, grammar: str, *, param: str, arming: Arming | None = None) -> GrammarFactory:
+        return GrammarFactory(grammar, param, arming, self)
 
-    def constraint(self, template: Any, trigger: str) -> GrammarConstraint:
-        return GrammarConstraint(template, self.tokenizer, self._piece, self._n_vocab, trigger)
+    def constraint(self, template: Any, arming: Arming | None) -> GrammarConstraint:
+        return GrammarConstraint(template, self.tokenizer, self._piece, self._n_vocab, arming)
+
+    @property
+    def specials(self) -> dict[str, int]:
+        """The vocabulary's special tokens by their text: llguidance reads them only by id
+        (formats/grammar.Writer writes a marker that is one of them as that token)."""
+        with self._lock:
+            found = self._specials
+        if found is None:
+            tok = self.tokenizer
+            found = {}
+            for token in range(self._n_vocab):
+                if tok.is_special_token(token):
+                    text = self._piece(token).decode("utf-8", "replace")
+                    if text:
+                        found.setdefault(text, token)
+            with self._lock:
+                self._specials = found
+        return found
 
     def recall(self, grammar: str, param: str) -> Any:
         """`compile`, remembering the last 64 grammars that compiled (an agent sends the same
@@ -125,10 +192,10 @@ class Constrainer:
 
 class GrammarFactory:
     """A fresh `GrammarConstraint` per generation (`SamplingParams.constraint`). Pickled, it keeps
-    only its grammar; `bind` gives it the engine process's Constrainer."""
+    only its grammar and arming; `bind` gives it the engine process's Constrainer."""
 
-    def __init__(self, grammar: str, param: str, trigger: str, constrainer: Constrainer | None):
-        self.grammar, self.param, self.trigger = grammar, param, trigger
+    def __init__(self, grammar: str, param: str, arming: Arming | None, constrainer: Constrainer | None):
+        self.grammar, self.param, self.arming = grammar, param, arming
         self._constrainer = constrainer
         self._template = constrainer.recall(grammar, param) if constrainer is not None else None
 
@@ -140,10 +207,10 @@ class GrammarFactory:
     def __call__(self) -> GrammarConstraint:
         if self._constrainer is None:
             raise RuntimeError("a grammar factory must be bound to a Constrainer before use")
-        return self._constrainer.constraint(self._template, self.trigger)
+        return self._constrainer.constraint(self._template, self.arming)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"grammar": self.grammar, "param": self.param, "trigger": self.trigger}
+        return {"grammar": self.grammar, "param": self.param, "arming": self.arming}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)

@@ -46,6 +46,7 @@ CONTENT, REASONING = "content", "reasoning"
 MORE, DONE, FAIL = 0, 1, 2
 _NO_WRAP, _WRAP_MAY, _WRAP_IN, _WRAP_HELD = 0, 1, 2, 3  # answer_wrap: none, may open, open, close held
 _WS = " \t\r\n"
+TAG_MAX = 64  # how far a dropped tag's end may stand from its prefix (Grammar.drop_tags)
 
 
 def may_grow_into(buf: str, i: int, marker: str) -> bool:
@@ -90,6 +91,40 @@ BodyFactory = Callable[[Sink], Body]
 
 
 @dataclass(frozen=True)
+class Written:
+    """What a body's `grammar` writes: the Lark expression of one block's calls, and whether
+    that block holds several calls (a JSON list) or one (the family repeats its blocks)."""
+
+    expr: str
+    many: bool = False
+
+
+class Spec:
+    """A body declared once, for both directions. Called with a parser's sink it is the reader
+    of one block; `grammar(writer, tools, many)` writes what that reader reads, for the offered
+    tools (formats/constraint.py makes the family's constraint of it). `params` go to both;
+    `write` holds what only the writing needs: the layout the family's own renderer uses where
+    the reader takes several."""
+
+    def __init__(self, body: Any, *, write: dict[str, Any] | None = None, **params: Any) -> None:
+        self.body = body
+        self.params = params
+        self.write = write or {}
+
+    def __call__(self, sink: Sink) -> Body:
+        return self.body(sink, **self.params)  # type: ignore[no-any-return]
+
+    def grammar(self, w: Any, tools: Sequence[ToolSpec], many: bool) -> Written:
+        write = dict(self.write)
+        pad = write.pop("pad", "")  # layout around the block's calls that the readers skip
+        out: Written = self.body.grammar(w, tools, many, **self.params, **write)
+        if not pad:
+            return out
+        around = f"{json.dumps(pad)}?"
+        return Written(f"{around} {out.expr} {around}", out.many)
+
+
+@dataclass(frozen=True)
 class Trigger:
     """A marker that opens a tool-call block, the body reading it and its closing marker.
 
@@ -101,6 +136,7 @@ class Trigger:
     body: BodyFactory
     close: str | None = None
     lead: bool = False
+    lazy: bool = True  # under tool_choice auto, the grammar holds from this marker on (no: it is also prose)
 
 
 @dataclass(frozen=True)
@@ -117,6 +153,12 @@ class Grammar:
     # False: call markers inside the reasoning are reasoning text (Seed-OSS spells its call syntax
     # out while it thinks and closes the reasoning before it calls; MiniMax M2 likewise)
     calls_in_reasoning: bool = True
+    # (opens, close) the renderer writes around all of an answer's call blocks (DeepSeek's calls
+    # begin/end, Kimi's section): the parser reads or drops them; a constraint writes them
+    calls_wrap: tuple[tuple[str, ...], str] | None = None
+    # (prefix, end): markup dropped wherever it stands, from its prefix to the first `end` within
+    # TAG_MAX characters (Command R's citations: `<co: 0>` ... `</co: 0:[1]>`)
+    drop_tags: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         tables = {}
@@ -124,6 +166,8 @@ class Grammar:
             acts: dict[str, tuple[str, Any]] = {}
             for m in self.drop:
                 acts[m] = ("drop", None)
+            for prefix, end in self.drop_tags:
+                acts[prefix] = ("tag", end)
             if state == CONTENT:
                 for m in self.reasoning_open:
                     acts[m] = ("open", None)
@@ -190,6 +234,14 @@ class PrefixChoice:
         self.options = options
         self.body: Body | None = None
         self.next_state: str | None = None
+
+    @classmethod
+    def grammar(cls, w: Any, tools: Sequence[ToolSpec], many: bool, *, options: Sequence[tuple[str, BodyFactory, bool]],
+                canonical: int = 0) -> Written:
+        """The option the family writes (`canonical`, by default the first), with its prefix."""
+        prefix, factory, consume = options[canonical]
+        inner = factory.grammar(w, tools, many)  # type: ignore[attr-defined]
+        return Written(f"{w.mark(prefix)} {inner.expr}" if consume and prefix else inner.expr, inner.many)
 
     def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
         if self.body is None:
@@ -433,6 +485,15 @@ class StreamParser:
             # a whole marker that may still grow into a longer one (`<|channel>` / `<|channel>thought`)
             self._emit(state, buf[pos:m.start()])
             return m.start(), m.start() > pos
+        if m is not None and table.acts[m.group()][0] == "tag":
+            self._emit(state, buf[pos:m.start()])
+            end = buf.find(table.acts[m.group()][1], m.end(), m.end() + TAG_MAX)
+            if end >= 0:  # the whole tag: dropped
+                return end + len(table.acts[m.group()][1]), True
+            if not final and len(buf) - m.end() < TAG_MAX:
+                return m.start(), m.start() > pos  # its end may still arrive
+            self._emit(state, m.group())  # no tag after all: its text
+            return m.end(), True
         if m is not None:
             self._emit(state, buf[pos:m.start()])
             self._act(m.group(), table.acts[m.group()])

@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from .base import CONTENT, DONE, FAIL, MORE, Sink
+from ..types import ToolSpec
+from .base import CONTENT, DONE, FAIL, MORE, Sink, Written
+from .grammar import Params, Writer, alt, call_object_schema, generic_json_schema, json_value, seq
 from .jsonstream import JsonReader, dumps, loads
 
 log = logging.getLogger(__name__)
@@ -63,6 +66,22 @@ class JsonCallsBody:
         self.reader: JsonReader | None = None
         self.what = ""  # which field the reader reads: key/name/id/args/skip
         self._new_object()
+
+    @classmethod
+    def grammar(cls, w: Writer, tools: Sequence[ToolSpec], many: bool, *, name_keys: tuple[str, ...] = ("name",),
+                args_keys: tuple[str, ...] = ("arguments", "parameters"), id_keys: tuple[str, ...] = (),
+                layout: str = "list", joiner: str = "; ", id_key: str | None = None, id_schema: dict[str, Any] | None = None,
+                **_: Any) -> Written:
+        """Call objects with the first of each kind of key (`id_key`: an id the family writes,
+        by default its first id key). `layout`: how the family writes its calls: "object" (one
+        per block), "list" (a JSON list) or "joined" (objects joined by `joiner`: Llama 3's `;`)."""
+        schema = call_object_schema(tools, args_keys[0], name_keys[0], id_key or (id_keys[0] if id_keys else None), id_schema)
+        if layout == "list":
+            return Written(json_value(w, {"type": "array", "items": schema, "minItems": 1, **({} if many else {"maxItems": 1})}), True)
+        one = json_value(w, schema)
+        if layout == "joined" and many:
+            return Written(f"{one} ({w.mark(joiner)} {one})*", True)
+        return Written(one, layout == "joined")
 
     def _new_object(self) -> None:
         self.name: str | None = None
@@ -289,6 +308,21 @@ class NamedJsonBody:
         self.name = ""
         self.call_id: str | None = None
 
+    @classmethod
+    def grammar(cls, w: Writer, tools: Sequence[ToolSpec], many: bool, *, delim: str,
+                head: Callable[[Writer, str], str] | None = None, fence: tuple[str, str] | None = None, end: str = "",
+                **_: Any) -> Written:
+        """`head(name) delim {args} end` for each tool; `head` writes the family's header (by
+        default the bare name), `fence` wraps the arguments (deepseek_v3's ```json block)."""
+        options = []
+        for i, t in enumerate(tools):
+            params = Params.of(t, i)
+            args = json_value(w, params.document(params.schema))
+            if fence is not None:
+                args = seq(w.mark(fence[0]), args, w.mark(fence[1]))
+            options.append(w.rule("call", seq(head(w, t.name) if head else w.mark(t.name), w.mark(delim), args, w.mark(end))))
+        return Written(alt(options))
+
     def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
         n = len(buf)
         if self.st == "header":
@@ -373,6 +407,11 @@ class GenericJsonBody:
         self.calls: JsonCallsBody | None = None
         self.emitted = False
         self.key = ""
+
+    @classmethod
+    def grammar(cls, w: Writer, tools: Sequence[ToolSpec], many: bool, **_: Any) -> Written:
+        """`{"tool_calls": [...]}` (the whole answer: tool_choice auto is constraint.py's)."""
+        return Written(json_value(w, generic_json_schema(tools, many, auto=False)), True)
 
     def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
         i, n = pos, len(buf)

@@ -14,11 +14,13 @@ import functools
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .base import DONE, FAIL, MORE, Sink
+from ..types import ToolSpec
+from .base import DONE, FAIL, MORE, Sink, Written
+from .grammar import Params, Writer, alt, kv_literals, lit, literal_value, markup_value, members, optional_newline, seq
 from .jsonstream import MAX_DEPTH, dumps, escape_str, loads
 from .schema import coerce, guess, is_plain_string, prop_schema, types_of
 
@@ -86,6 +88,7 @@ class XmlSyntax:
     name_stops: tuple[str, ...] = ()  # glm45: the name also ends (unconsumed) at these
     value_stops: tuple[str, ...] = ()  # a value left unclosed also ends (unconsumed) at these
     string_attr: str = ""  # deepseek DSML: name="k" string="false" marks a JSON value (used without a schema)
+    escaped: bool = False  # GLM 4.6/4.7: values may hold JSON's backslash escapes (`\n`, `\"`), decoded
 
 
 _ATTR = re.compile(r'\s*"([^"]*)"((?:\s+[\w-]+="[^"]*")*)\s*\Z')
@@ -109,6 +112,51 @@ class XmlParamsBody:
         self.held = ""  # a trailing newline that may be layout
         self.attrs: dict[str, str] = {}  # the attributes after the last name read (string_attr syntax)
         self.json_value = False  # the value is a JSON literal typed by the model, not by a schema
+        self.pending_escape = ""  # a string's last backslash, until the character after it is known
+
+    @classmethod
+    def grammar(cls, w: Writer, tools: Sequence[ToolSpec], many: bool, *, syntax: XmlSyntax, per_block: bool = False,
+                **_: Any) -> Written:
+        """Each tool's function with its parameters in the syntax's tags, in the layout the
+        renderers write (the newlines optional); a value follows its schema (`markup_value`).
+        `per_block`: the family writes several functions in one block (MiniMax, DSML)."""
+        sx, nl = syntax, optional_newline()
+        stops = (sx.param_close, *sx.value_stops)
+
+        def named(name: str) -> str:  # a name as the syntax spells it
+            return lit(f'"{name}"' if sx.unquote or sx.string_attr else name)
+
+        options = []
+        for i, t in enumerate(tools):
+            params = Params.of(t, i)
+
+            def member(key: str, params: Params = params) -> str:
+                schema = params.prop(key)
+
+                def tag(head: str) -> str:
+                    return seq(w.mark(sx.param_open[0]), head, w.mark(sx.param_open[1]), nl if sx.value_open else "",
+                               w.mark(sx.value_open), nl if sx.strip_newline else "")
+
+                if not sx.string_attr:
+                    return seq(tag(named(key)), markup_value(w, params, schema, stops, sx.param_close, sx.strip_newline), nl)
+                # DSML: string="true" before a raw string, "false" before a JSON value
+                types, forms = types_of(schema), []
+                if is_plain_string(schema) or "string" in types:
+                    text = schema if is_plain_string(schema) else {}
+                    forms.append(seq(tag(lit(f'"{key}" {sx.string_attr}="true"')), markup_value(w, params, text, stops, sx.param_close, sx.strip_newline)))
+                if not is_plain_string(schema):
+                    typed = {**schema, "type": sorted(types - {"string"})} if "string" in types and "type" in schema else schema
+                    json = markup_value(w, params, typed, stops, sx.param_close, sx.strip_newline)
+                    forms.append(seq(tag(lit(f'"{key}" {sx.string_attr}="false"')), json))
+                return seq(alt(forms), nl)
+
+            func = seq(w.mark(sx.func_open[0]), named(t.name), w.mark(sx.func_open[1]), nl,
+                       members(w, params, member, ""), w.mark(sx.func_close or ""))
+            options.append(w.rule("function", func))
+        one = alt(options)
+        if many and per_block:
+            return Written(f"{one} ({nl} {one})*", True)
+        return Written(one, per_block)
 
     def _name(self, text: str) -> str:
         text = text.strip()
@@ -213,6 +261,8 @@ class XmlParamsBody:
         if not text:
             return
         if self.streaming:
+            if self.sx.escaped:  # a backslash at the end of a piece waits for the next
+                text, self.pending_escape = unescape(self.pending_escape + text)
             self.sink.call_args(escape_str(text))
         else:
             self.raw.append(text)
@@ -249,14 +299,34 @@ class XmlParamsBody:
         (a number or object cut by the end of the output is left out, never guessed)."""
         assert self.writer is not None
         if self.streaming:
+            if self.pending_escape:
+                self.sink.call_args(escape_str(self.pending_escape))
+                self.pending_escape = ""
             self.sink.call_args('"')
         elif not complete:
             log.info("parameter %r cut off before its value ended; left out", self.key)
         elif self.json_value:
             self.writer.member(self.key, guess("".join(self.raw)))
         else:
-            self.writer.member(self.key, coerce("".join(self.raw), self.schema))
+            raw = "".join(self.raw)
+            value = coerce(raw, self.schema)
+            if self.sx.escaped and isinstance(value, str) and "\\" in raw:  # `{\"a\": 1}`: JSON escaped once more
+                value = coerce(unescape(raw)[0], self.schema)
+            self.writer.member(self.key, value)
         return pos, DONE
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "/": "/"}
+_ESCAPE = re.compile(r"\\(.)", re.DOTALL)
+
+
+def unescape(text: str) -> tuple[str, str]:
+    """JSON's short escapes decoded (others kept as written); a backslash ending the text is
+    returned apart, to be read with what follows it."""
+    held = ""
+    if text.endswith("\\") and (len(text) - len(text.rstrip("\\"))) % 2:
+        text, held = text[:-1], "\\"
+    return _ESCAPE.sub(lambda m: _ESCAPES.get(m.group(1), m.group()), text), held
 
 
 # ---- call:name{k:v} ----------------------------------------------------------------------
@@ -291,6 +361,20 @@ class KvCallsBody:
         self.json_esc = False  # the JSON string's last character was a backslash
         self.colon = False  # the current member's key is complete (`k:` seen at depth 0)
         self.value_blank = True  # nothing but spaces after the member's last `:` (or in it, with none)
+
+    @classmethod
+    def grammar(cls, w: Writer, tools: Sequence[ToolSpec], many: bool, *, esc: str, **_: Any) -> Written:
+        """`call:n{k:v,...}` for each tool: bare keys, strings between `esc`, other values as
+        JSON (`kv_literals`); one call per block, as the renderers write."""
+        options, style = [], kv_literals(esc)
+        for i, t in enumerate(tools):
+            params = Params.of(t, i)
+
+            def member(key: str, params: Params = params) -> str:
+                return seq(lit(f"{key}:"), literal_value(w, params, params.prop(key), style))
+
+            options.append(w.rule("call", seq(lit(f"call:{t.name}{{"), members(w, params, member, '","'), lit("}"))))
+        return Written(alt(options))
 
     def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
         n = len(buf)

@@ -15,10 +15,13 @@ import logging
 import re
 import shlex
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from .base import DONE, FAIL, MORE, Sink
+from ..errors import Unsupported
+from ..types import ToolSpec
+from .base import DONE, FAIL, MORE, Sink, Written
+from .grammar import PYTHON, Params, Writer, alt, lit, literal_value, members, seq
 from .markup_bodies import ArgsWriter
 from .schema import NotJson, coerce, is_plain_string, jsonable, ordered_params, prop_schema
 
@@ -83,6 +86,28 @@ class PyCallsBody:
         self.st = "open" if bracketed else "name"
         self.calls = 0
         self._reset("")
+
+    @classmethod
+    def grammar(cls, w: Writer, tools: Sequence[ToolSpec], many: bool, *, bracketed: bool = True,
+                suffix: str = "", **_: Any) -> Written:
+        """`name(k=v, ...)` for each tool, keyword arguments as Python literals of their schema
+        (`python_value`); a list `[a(), b()]` when `bracketed`, else one call per line.
+        `suffix`: what the family writes after a name (Llama 3's `.call`)."""
+        options = []
+        for i, t in enumerate(tools):
+            params = Params.of(t, i)
+            bad = next((k for k in params.order if not k.isidentifier()), None)
+            if bad is not None:
+                raise Unsupported(f"tool '{t.name}' has a parameter name that is not a Python identifier: {bad!r}", param="tools")
+
+            def member(key: str, params: Params = params) -> str:
+                return seq(lit(f"{key}="), literal_value(w, params, params.prop(key), PYTHON))
+
+            options.append(w.rule("call", seq(lit(f"{t.name}{suffix}("), members(w, params, member, '", "'), lit(")"))))
+        call = alt(options)
+        if bracketed:
+            return Written(f'"[" {call} ("," " "? {call})* "]"' if many else f'"[" {call} "]"', True)
+        return Written(f'{call} ("\\n" {call})*' if many else call, True)
 
     def _reset(self, name: str) -> None:
         self.name = name

@@ -25,13 +25,23 @@ def prop_schema(params: dict[str, Any], key: str) -> dict[str, Any]:
     return sub if isinstance(sub, dict) else {}
 
 
+# type names that tool schemas written by hand (and Qwen3-Coder's own examples) use for JSON's
+TYPE_ALIASES = {"float": "number", "double": "number", "int": "integer", "long": "integer", "bool": "boolean",
+                "str": "string", "dict": "object", "list": "array"}
+
+
+def json_type(name: Any) -> Any:
+    """A schema's type name as JSON Schema spells it (`float` -> `number`)."""
+    return TYPE_ALIASES.get(name, name) if isinstance(name, str) else name
+
+
 def types_of(schema: dict[str, Any]) -> set[str]:
     """The JSON types a schema allows (empty set: unknown, treated as string)."""
     t = schema.get("type")
     if isinstance(t, str):
-        return {t}
+        return {json_type(t)}
     if isinstance(t, list):
-        return {x for x in t if isinstance(x, str)}
+        return {json_type(x) for x in t if isinstance(x, str)}
     found: set[str] = set()
     for key in ("anyOf", "oneOf", "allOf"):
         for sub in schema.get(key) or ():

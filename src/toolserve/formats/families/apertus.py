@@ -7,9 +7,11 @@ Reasoning is `<|inner_prefix|>...<|inner_suffix|>`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ...types import ToolCall, ToolSpec
-from ..base import DONE, FAIL, MORE, Body, Format, Grammar, Sink, Trigger, call_arguments, tool_dicts
+from ..base import DONE, FAIL, MORE, Body, Format, Grammar, Sink, Trigger, Written, call_arguments, tool_dicts
+from ..grammar import Params, Writer, json_value
 from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps, loads
 
@@ -37,6 +39,18 @@ class NameKeyedCalls:
         self.st = "top"
         self.in_list = False
         self.entry: Body | None = None
+
+    @classmethod
+    def grammar(cls, w: Writer, tools: Sequence[ToolSpec], many: bool, **_: Any) -> Written:
+        """The JSON list of `{name: arguments}` entries."""
+        entries, defs = [], {}
+        for i, t in enumerate(tools):
+            params = Params.of(t, i)
+            defs.update(params.defs)
+            entries.append({"type": "object", "properties": {t.name: params.schema}, "required": [t.name], "additionalProperties": False})
+        items = entries[0] if len(entries) == 1 else {"anyOf": entries}
+        schema: dict[str, Any] = {"type": "array", "items": items, "minItems": 1, **({} if many else {"maxItems": 1})}
+        return Written(json_value(w, {**schema, "$defs": defs} if defs else schema), True)
 
     def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
         # a failed entry fails the block: before any call it is text, after one the parser

@@ -2,7 +2,8 @@
 
 Reasoning is `<|START_THINKING|>…<|END_THINKING|>`; the answer may stand in
 `<|START_RESPONSE|>…<|END_RESPONSE|>` (Command R7B) or `<|START_TEXT|>…<|END_TEXT|>` (Command A's
-newer templates); those markers are special tokens and are dropped. The model's `tool_call_id` ("0", "1") is not unique
+newer templates); those markers are special tokens and are dropped, as are the citation tags of
+grounded answers (`<co>…</co: 0:[1]>`), whose text is kept. The model's `tool_call_id` ("0", "1") is not unique
 across turns, so toolserve gives each call its own id.
 """
 
@@ -11,23 +12,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Sink, Trigger, call_arguments, tool_dicts
+from ..base import Format, Grammar, Spec, Trigger, call_arguments, tool_dicts
 from ..json_bodies import JsonCallsBody
 from ..jsonstream import dumps
 
-
-def _body(sink: Sink) -> JsonCallsBody:
-    return JsonCallsBody(sink, name_keys=("tool_name", "name"), args_keys=("parameters", "arguments"),
-                         ignore_keys=("tool_call_id", "id", "type"))
+# written as the template writes them: a list of {"tool_call_id", "tool_name", "parameters"}
+_BODY = Spec(JsonCallsBody, name_keys=("tool_name", "name"), args_keys=("parameters", "arguments"),
+             ignore_keys=("tool_call_id", "id", "type"),
+             write={"id_key": "tool_call_id", "id_schema": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,24}$"}})
 
 
 class CommandR(Format):
     FORMAT_ID = "command_r"
     REASONING = ("<|START_THINKING|>", "<|END_THINKING|>")
-    GRAMMAR = Grammar(triggers=(Trigger("<|START_ACTION|>", _body, close="<|END_ACTION|>"),),
+    GRAMMAR = Grammar(triggers=(Trigger("<|START_ACTION|>", _BODY, close="<|END_ACTION|>"),),
                       reasoning_open=("<|START_THINKING|>",), reasoning_close=("<|END_THINKING|>",),
                       drop=("<|START_RESPONSE|>", "<|END_RESPONSE|>", "<|START_TEXT|>", "<|END_TEXT|>",
-                            "<|END_OF_TURN_TOKEN|>"))
+                            "<|END_OF_TURN_TOKEN|>", "<co>"),
+                      # citations of grounded answers: `<co>text</co: 0:[1]>` (or `<co: 0>text</co: 0>`), text kept
+                      drop_tags=(("<co: ", ">"), ("</co: ", ">"), ("</co:", ">")))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         listing = dumps([t["function"] for t in tool_dicts(tools)])

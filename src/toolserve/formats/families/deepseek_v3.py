@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import BodyFactory, Format, Grammar, PrefixChoice, Sink, Trigger, call_arguments, tool_dicts
+from ..base import BodyFactory, Format, Grammar, PrefixChoice, Spec, Trigger, call_arguments, tool_dicts
+from ..grammar import lit, seq
 from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps
 
@@ -22,8 +23,7 @@ OPENERS = (CALLS_BEGIN, "<｜tool_calls_begin｜>", "<｜tool calls begin｜>", 
 
 def call_triggers(body: BodyFactory) -> tuple[Trigger, ...]:
     """The per-call marker and every opener spelling, all reading one call with `body`."""
-    def after_opener(sink: Sink) -> PrefixChoice:
-        return PrefixChoice(sink, ((CALL_BEGIN, body, True), ("", body, True)))
+    after_opener = Spec(PrefixChoice, options=((CALL_BEGIN, body, True), ("", body, True)))
     return (Trigger(CALL_BEGIN, body, close=CALL_END),
             *(Trigger(m, after_opener, close=CALL_END) for m in OPENERS))
 
@@ -34,8 +34,9 @@ def _header(text: str) -> tuple[str, str | None] | None:
     return text.rpartition(SEP)[2].strip(), None
 
 
-def _body(sink: Sink) -> NamedJsonBody:
-    return NamedJsonBody(sink, "\n", _header)
+# `function<｜tool▁sep｜>n` newline, the arguments in a ```json fence
+_BODY = Spec(NamedJsonBody, delim="\n", parse_header=_header,
+             write={"head": lambda w, name: seq(lit("function"), w.mark(SEP), lit(name)), "fence": ("```json\n", "\n```")})
 
 
 def deepseek_tools(tools: Sequence[ToolSpec]) -> str:
@@ -57,7 +58,7 @@ def deepseek_call_syntax(example: str) -> str:
 class DeepseekV3(Format):
     FORMAT_ID = "deepseek_v3"
     REASONING = ("<think>", "</think>")
-    GRAMMAR = Grammar(triggers=call_triggers(_body),
+    GRAMMAR = Grammar(triggers=call_triggers(_BODY), calls_wrap=(OPENERS, CALLS_END),
                       reasoning_open=("<think>",), reasoning_close=("</think>",),
                       drop=(CALLS_END, EOS))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Sink, call_arguments
+from ..base import Format, Grammar, Spec, call_arguments
 from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps
 from .deepseek_v3 import (
@@ -14,6 +14,7 @@ from .deepseek_v3 import (
     CALLS_BEGIN,
     CALLS_END,
     EOS,
+    OPENERS,
     OUTPUT_BEGIN,
     OUTPUT_END,
     SEP,
@@ -23,14 +24,17 @@ from .deepseek_v3 import (
 )
 
 
-def _body(sink: Sink) -> NamedJsonBody:
-    return NamedJsonBody(sink, SEP, lambda h: (h.strip(), None))
+def _name(header: str) -> tuple[str, None]:
+    return header.strip(), None
+
+
+_BODY = Spec(NamedJsonBody, delim=SEP, parse_header=_name)
 
 
 class DeepseekV31(Format):
     FORMAT_ID = "deepseek_v31"
     REASONING = ("<think>", "</think>")
-    GRAMMAR = Grammar(triggers=call_triggers(_body),
+    GRAMMAR = Grammar(triggers=call_triggers(_BODY), calls_wrap=(OPENERS, CALLS_END),
                       reasoning_open=("<think>",), reasoning_close=("</think>",),
                       drop=(CALLS_END, EOS))
 

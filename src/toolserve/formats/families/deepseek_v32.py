@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Sink, Trigger, call_arguments, tool_dicts
+from ..base import Format, Grammar, Spec, Trigger, call_arguments, tool_dicts
 from ..jsonstream import dumps
 from ..markup_bodies import XmlParamsBody, XmlSyntax, xml_value
 
@@ -28,8 +28,7 @@ SYNTAX = XmlSyntax(func_open=(f"<{DSML}invoke name=", ">"), func_close=f"</{DSML
                    strip_newline=False, string_attr="string")
 
 
-def _body(sink: Sink) -> XmlParamsBody:
-    return XmlParamsBody(sink, SYNTAX)
+_BODY = Spec(XmlParamsBody, syntax=SYNTAX, write={"per_block": True})
 
 
 def dsml_call(call: ToolCall, block: str) -> str:
@@ -39,7 +38,7 @@ def dsml_call(call: ToolCall, block: str) -> str:
     return f'<{DSML}{block}>\n<{DSML}invoke name="{call.name}">\n{params}</{DSML}invoke>\n</{DSML}{block}>'
 
 
-GRAMMAR = Grammar(triggers=tuple(Trigger(f"<{DSML}{b}>", _body, close=f"</{DSML}{b}>") for b in (V32_BLOCK, V4_BLOCK)),
+GRAMMAR = Grammar(triggers=tuple(Trigger(f"<{DSML}{b}>", _BODY, close=f"</{DSML}{b}>") for b in (V32_BLOCK, V4_BLOCK)),
                   reasoning_open=("<think>",), reasoning_close=("</think>",), drop=(EOS,))
 
 

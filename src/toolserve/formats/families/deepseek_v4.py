@@ -3,6 +3,7 @@ back in the user turn as `<tool_result>…</tool_result>`."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
@@ -15,7 +16,7 @@ class DeepseekV4(Format):
     FORMAT_ID = "deepseek_v4"
     REASONING = ("<think>", "</think>")
     TOOL_RESULT_ROLE = "user"
-    GRAMMAR = GRAMMAR
+    GRAMMAR = dataclasses.replace(GRAMMAR, triggers=GRAMMAR.triggers[::-1])  # its own block first: what it writes
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         schemas = "\n".join(dumps(t["function"]) for t in tool_dicts(tools))

@@ -9,24 +9,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Sink, Trigger, call_arguments
+from ..base import Format, Grammar, Spec, Trigger, call_arguments
+from ..grammar import lit
 from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps
 
 
-def _body(sink: Sink) -> NamedJsonBody:
-    return NamedJsonBody(sink, ">", lambda h: (h.strip(), None))
+def _name(header: str) -> tuple[str, None]:
+    return header.strip(), None
 
 
-def _named_body(sink: Sink) -> NamedJsonBody:
-    return NamedJsonBody(sink, ">", lambda h: (h.strip().strip("\"'"), None))
+def _quoted_name(header: str) -> tuple[str, None]:
+    return header.strip().strip("\"'"), None
+
+
+_BODY = Spec(NamedJsonBody, delim=">", parse_header=_name)
+_NAMED_BODY = Spec(NamedJsonBody, delim=">", parse_header=_quoted_name, write={"head": lambda w, name: lit(f'"{name}"')})
 
 
 class FunctionTag(Format):
     FORMAT_ID = "function_tag"
     TOOL_RESULT_ROLE = "ipython"
-    GRAMMAR = Grammar(triggers=(Trigger("<function=", _body, close="</function>"),
-                                Trigger("<function name=", _named_body, close="</function>")),
+    GRAMMAR = Grammar(triggers=(Trigger("<function=", _BODY, close="</function>"),
+                                Trigger("<function name=", _NAMED_BODY, close="</function>")),
                       drop=("<|eom_id|>", "<|eot_id|>"))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:

@@ -6,14 +6,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Sink, Trigger, call_arguments
+from ..base import Format, Grammar, Spec, Trigger, call_arguments
 from ..markup_bodies import KvCallsBody, kv_value
 
 ESC = "<escape>"
 
 
-def _body(sink: Sink) -> KvCallsBody:
-    return KvCallsBody(sink, ESC, "<end_function_call>")
+_BODY = Spec(KvCallsBody, esc=ESC, close="<end_function_call>")
 
 
 def declaration(tool: ToolSpec, esc: str) -> str:
@@ -25,7 +24,7 @@ def declaration(tool: ToolSpec, esc: str) -> str:
 
 class FunctionGemma(Format):
     FORMAT_ID = "functiongemma"
-    GRAMMAR = Grammar(triggers=(Trigger("<start_function_call>", _body, close="<end_function_call>"),),
+    GRAMMAR = Grammar(triggers=(Trigger("<start_function_call>", _BODY, close="<end_function_call>"),),
                       drop=("<end_of_turn>",))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:

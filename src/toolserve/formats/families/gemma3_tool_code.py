@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, PrefixChoice, Sink, Trigger, call_arguments
+from ..base import Format, Grammar, PrefixChoice, Spec, Trigger, call_arguments
 from ..pythonic import PyCallsBody, py_call
 from ..schema import ordered_params, prop_schema, types_of
 
@@ -48,23 +48,16 @@ def python_signature(tool: ToolSpec) -> str:
     return f"def {tool.name}({', '.join(args)}) -> dict:\n{body}"
 
 
-def _lines(sink: Sink) -> PyCallsBody:
-    return PyCallsBody(sink, bracketed=False, shell=True)
-
-
-def _list(sink: Sink) -> PyCallsBody:
-    return PyCallsBody(sink, bracketed=True)
-
-
-def _body(sink: Sink) -> PrefixChoice:
-    """A fence holds calls one per line, or a Python list of them."""
-    return PrefixChoice(sink, (("[", _list, False), ("", _lines, False)))
+_LIST = Spec(PyCallsBody, bracketed=True)
+# a fence holds calls one per line (as the renderer writes them, on lines of their own), or a list
+_BODY = Spec(PrefixChoice, options=(("[", _LIST, False), ("", Spec(PyCallsBody, bracketed=False, shell=True), False)),
+             write={"canonical": 1, "pad": "\n"})
 
 
 class Gemma3ToolCode(Format):
     FORMAT_ID = "gemma3_tool_code"
     TOOL_RESULT_ROLE = "user"
-    GRAMMAR = Grammar(triggers=(Trigger("```tool_code", _body, close="```"), Trigger("[", _list, lead=True)),
+    GRAMMAR = Grammar(triggers=(Trigger("```tool_code", _BODY, close="```"), Trigger("[", _LIST, lead=True)),
                       drop=("<end_of_turn>",))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:

@@ -13,22 +13,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Sink, Trigger, call_arguments
+from ..base import Format, Grammar, Spec, Trigger, call_arguments
 from ..markup_bodies import KvCallsBody, kv_value
 from .functiongemma import declaration
 
 ESC = '<|"|>'
 
 
-def _body(sink: Sink) -> KvCallsBody:
-    return KvCallsBody(sink, ESC, "<tool_call|>")
+_BODY = Spec(KvCallsBody, esc=ESC, close="<tool_call|>")
 
 
 class Gemma4(Format):
     FORMAT_ID = "gemma4"
     REASONING = ("<|channel>thought", "<channel|>")
-    GRAMMAR = Grammar(triggers=(Trigger("<|tool_call>", _body, close="<tool_call|>"),
-                                Trigger("call:", _body, lead=True)),
+    GRAMMAR = Grammar(triggers=(Trigger("<|tool_call>", _BODY, close="<tool_call|>"),
+                                Trigger("call:", _BODY, lead=True)),
                       reasoning_open=("<|channel>thought", "<|channel>"), reasoning_close=("<channel|>",),
                       drop=("<turn|>", "<tool_call|>", "<|tool_response>", "<tool_response|>"))
 

@@ -10,20 +10,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Sink, Trigger, call_arguments, tool_dicts
+from ..base import Format, Grammar, Spec, Trigger, call_arguments, tool_dicts
 from ..json_bodies import JsonCallsBody
 from ..jsonstream import dumps
 
 ROLE_HEADER, V31_HEADER = "function call<|role_sep|>", "<|function_call|>"
 
 
-def _body(sink: Sink) -> JsonCallsBody:
-    return JsonCallsBody(sink, args_keys=("arguments",), lists=False, single=True)
+_BODY = Spec(JsonCallsBody, args_keys=("arguments",), lists=False, single=True, write={"layout": "object", "pad": "\n"})
 
 
 class GigaChat3(Format):
     FORMAT_ID = "gigachat3"
-    GRAMMAR = Grammar(triggers=(Trigger(ROLE_HEADER, _body), Trigger(V31_HEADER, _body)),
+    GRAMMAR = Grammar(triggers=(Trigger(ROLE_HEADER, _BODY), Trigger(V31_HEADER, _BODY)),
+                      calls_wrap=(("<|message_sep|>\n\n",), ""),  # the call is a message of its own
                       drop=("<|message_sep|>", "</s>"))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:

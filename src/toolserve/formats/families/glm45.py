@@ -5,23 +5,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Sink, Trigger, call_arguments, tool_dicts
+from ..base import Format, Grammar, Spec, Trigger, call_arguments, tool_dicts
 from ..jsonstream import dumps
 from ..markup_bodies import XmlParamsBody, XmlSyntax, xml_value
 
 SYNTAX = XmlSyntax(func_open=("", "\n"), func_close=None, param_open=("<arg_key>", "</arg_key>"),
                    value_open="<arg_value>", param_close="</arg_value>", strip_newline=False,
-                   name_stops=("<arg_key>", "</tool_call>"))
+                   name_stops=("<arg_key>", "</tool_call>"), escaped=True)  # 4.6/4.7 escape values as JSON does
 
 
-def _body(sink: Sink) -> XmlParamsBody:
-    return XmlParamsBody(sink, SYNTAX)
+_BODY = Spec(XmlParamsBody, syntax=SYNTAX)
 
 
 class Glm45(Format):
     FORMAT_ID = "glm45"
     REASONING = ("<think>", "</think>")
-    GRAMMAR = Grammar(triggers=(Trigger("<tool_call>", _body, close="</tool_call>"),),
+    GRAMMAR = Grammar(triggers=(Trigger("<tool_call>", _BODY, close="</tool_call>"),),
                       reasoning_open=("<think>",), reasoning_close=("</think>",))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:

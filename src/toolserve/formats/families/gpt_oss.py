@@ -20,18 +20,21 @@ from ..base import (
     Format,
     Grammar,
     Sink,
+    Spec,
     Trigger,
+    Written,
     call_arguments,
     may_grow_into,
     skip_ws,
 )
+from ..grammar import Params, Writer, alt, json_value, lit, seq, text_until
 from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps
 from ..schema import prop_schema, types_of
 
 MESSAGE, CALL = "<|message|>", "<|call|>"
 _RECIPIENT = re.compile(r"\bto=([^\s<]+)")
-_CHANNEL = re.compile(r"(?:^|<\|channel\|>)\s*(\w+)")
+_CHANNEL = re.compile(r"<\|channel\|>\s*(\w+)")  # the header holds the marker (a `<|channel|>` trigger is its prefix)
 _TAG = re.compile(r"<\|(\w+)\|>")
 _HEADER_TAGS = {"channel", "constrain", "message"}
 
@@ -52,6 +55,14 @@ class _Header:
         self.name: str | None = None  # the function the header addressed
         self.call: NamedJsonBody | None = None
 
+    @classmethod
+    def grammar(cls, w: Writer, tools: Sequence[ToolSpec], many: bool, *, prefix: str, **_: Any) -> Written:
+        """A call as the renderer writes it, from where the trigger left: after `<|start|>`
+        the role and channel, after `<|channel|>` the channel (one call: `<|call|>` ends the
+        answer)."""
+        head = {"": seq(lit("assistant"), w.mark("<|channel|>")), "<|channel|>": ""}[prefix]
+        return Written(seq(head, lit("commentary "), recipient(w, tools)))
+
     def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
         if self.call is not None:
             return self.call.advance(buf, pos, final)
@@ -67,6 +78,7 @@ class _Header:
             recipient = _RECIPIENT.search(header)
             if recipient is None:
                 channel = _CHANNEL.search(header)
+                # analysis is reasoning; a preamble (commentary to no one) is shown, as final is
                 self.next_state = REASONING if channel is not None and channel.group(1) == "analysis" else CONTENT
                 return pos, DONE
             name = recipient.group(1).removeprefix("functions.")
@@ -83,6 +95,18 @@ class _Header:
         name = self.name
         self.call = NamedJsonBody(self.sink, "", lambda _: (name, None), suffix=CALL)
         return self.call.advance(buf, pos, final)
+
+
+def recipient(w: Writer, tools: Sequence[ToolSpec]) -> str:
+    """`to=functions.n <|constrain|>json<|message|>{...}`, each tool with its own arguments (the
+    header's other spellings between the name and `<|message|>` are taken too)."""
+    options = []
+    header = w.rule("header", alt([lit(" "), lit("json"), lit("commentary"), w.mark("<|constrain|>"), w.mark("<|channel|>")]))
+    for i, t in enumerate(tools):
+        params = Params.of(t, i)
+        args = json_value(w, params.document(params.schema))
+        options.append(w.rule("call", seq(lit(f"to=functions.{t.name}"), f"{header}*", w.mark(MESSAGE), args)))
+    return seq(alt(options), f"({w.mark(CALL)})?")  # an end-of-generation token where the vocabulary has it
 
 
 def _ts_type(schema: dict[str, Any]) -> str:
@@ -124,10 +148,28 @@ class GptOss(Format):
     REASONING = ("<|channel|>analysis<|message|>", "<|end|>")
     # `to=functions.` leading a segment: the template wrote `<|start|>assistant` and the model
     # goes on with the recipient of the role header
-    GRAMMAR = Grammar(triggers=(Trigger("<|start|>", lambda s: _Header(s, "")),
-                                Trigger("<|channel|>", lambda s: _Header(s, "<|channel|>")),
-                                Trigger("to=functions.", lambda s: _Header(s, ""), lead=True)),
+    GRAMMAR = Grammar(triggers=(Trigger("<|start|>", Spec(_Header, prefix="")),
+                                Trigger("<|channel|>", Spec(_Header, prefix="<|channel|>")),
+                                Trigger("to=functions.", Spec(_Header, prefix=""), lead=True)),
                       reasoning_close=("<|end|>",), drop=("<|return|>", CALL))
+
+    def required_grammar(self, w: Writer, tools: Sequence[ToolSpec], parallel: bool, reasoning: bool) -> str:
+        """The analysis channel first if the model may reason and wants to, then a commentary
+        channel addressed to a function (the generation prompt ends with `<|start|>assistant`)."""
+        open_, close = self.REASONING  # type: ignore[misc]
+        start = seq(w.mark("<|start|>"), lit("assistant"))
+        analysis = seq(w.mark(open_), text_until(w, close), start)
+        # the generation prompt ends with `<|start|>assistant`; a history call is written with it
+        call = w.rule("commentary", seq(w.mark("<|channel|>"), lit("commentary "), recipient(w, tools)))
+        # `<|call|>` ends the turn where the vocabulary has it; spelled out, more calls may follow
+        more = f'("\\n"? {start} {call})*' if parallel else ""
+        return seq(f"({analysis} | {start})?" if reasoning else f"({start})?", call, more)
+
+    def lazy_grammar(self, w: Writer, tools: Sequence[ToolSpec], parallel: bool) -> tuple[str, tuple[tuple[str, bool], ...]]:
+        """From `to=functions.` on, wherever it stands (`<|channel|>` also opens the analysis and
+        the final answer, so it arms nothing)."""
+        more = seq(lit("\n") + "?", w.mark("<|start|>"), lit("assistant"), w.mark("<|channel|>"), lit("commentary "), recipient(w, tools))
+        return seq(recipient(w, tools), f"({more})*" if parallel else ""), (("to=functions.", False),)
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         body = "\n\n".join(_ts_function(t) for t in tools)

@@ -5,26 +5,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, PrefixChoice, Sink, Trigger, call_arguments, tool_dicts
+from ..base import Format, Grammar, PrefixChoice, Spec, Trigger, call_arguments, tool_dicts
 from ..json_bodies import JsonCallsBody, NamedJsonBody
 from ..jsonstream import dumps
 
 
-def _function_tag(sink: Sink) -> NamedJsonBody:
-    return NamedJsonBody(sink, ">", lambda h: (h.strip(), None), suffix="</function>")
+def _name(header: str) -> tuple[str, None]:
+    return header.strip(), None
 
 
-def _body(sink: Sink) -> PrefixChoice:
-    # seen in the wild: a JSON list in one block, and `<function=n>{...}</function>` inside it
-    return PrefixChoice(sink, [("{", JsonCallsBody, False), ("[", JsonCallsBody, False),
-                               ("<function=", _function_tag, True)])
+# one call per block on a line of its own, as the prompt shows it
+_OBJECT = Spec(JsonCallsBody, write={"layout": "object", "pad": "\n"})
+# seen in the wild: a JSON list in one block, and `<function=n>{...}</function>` inside it
+_BODY = Spec(PrefixChoice, options=[("{", _OBJECT, False), ("[", JsonCallsBody, False),
+                                    ("<function=", Spec(NamedJsonBody, delim=">", parse_header=_name, suffix="</function>"), True)])
 
 
 class Hermes(Format):
     FORMAT_ID = "hermes"
     REASONING = ("<think>", "</think>")
     TOOL_RESULT_ROLE = "user"
-    GRAMMAR = Grammar(triggers=(Trigger("<tool_call>", _body, close="</tool_call>"),),
+    GRAMMAR = Grammar(triggers=(Trigger("<tool_call>", _BODY, close="</tool_call>"),),
                       reasoning_open=("<think>",), reasoning_close=("</think>",))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Trigger, call_arguments, tool_dicts
+from ..base import Format, Grammar, Spec, Trigger, call_arguments, tool_dicts
 from ..json_bodies import JsonCallsBody
 from ..jsonstream import dumps
 
@@ -18,7 +18,8 @@ ACTION_START, ACTION_END = "<|action_start|><|plugin|>", "<|action_end|>"
 
 class InternLM2(Format):
     FORMAT_ID = "internlm2"
-    GRAMMAR = Grammar(triggers=(Trigger(ACTION_START, JsonCallsBody, close=ACTION_END),),
+    GRAMMAR = Grammar(triggers=(Trigger(ACTION_START, Spec(JsonCallsBody, args_keys=("parameters", "arguments"),
+                                                       write={"layout": "object", "pad": "\n"}), close=ACTION_END),),
                       drop=("<|im_end|>",))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:

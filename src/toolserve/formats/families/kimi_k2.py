@@ -11,7 +11,8 @@ import re
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Sink, Trigger, call_arguments, tool_dicts
+from ..base import Format, Grammar, Spec, Trigger, call_arguments, tool_dicts
+from ..grammar import lit, seq
 from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps
 
@@ -31,14 +32,15 @@ def kimi_id(name: str, call_id: str) -> str:
     return call_id if _KIMI_ID.match(call_id) else f"functions.{name}:0"
 
 
-def _body(sink: Sink) -> NamedJsonBody:
-    return NamedJsonBody(sink, ARGS_BEGIN, _header)
+# the id the model writes: `functions.n:index`
+_BODY = Spec(NamedJsonBody, delim=ARGS_BEGIN, parse_header=_header,
+             write={"head": lambda w, name: seq(lit(f"functions.{name}:"), w.terminal("index", "/[0-9]{1,3}/"))})
 
 
 class KimiK2(Format):
     FORMAT_ID = "kimi_k2"
     REASONING = ("<think>", "</think>")
-    GRAMMAR = Grammar(triggers=(Trigger(CALL_BEGIN, _body, close=CALL_END),),
+    GRAMMAR = Grammar(triggers=(Trigger(CALL_BEGIN, _BODY, close=CALL_END),), calls_wrap=((SECTION_BEGIN,), SECTION_END),
                       reasoning_open=("<think>",), reasoning_close=("</think>",),
                       drop=(SECTION_BEGIN, SECTION_END, "<|im_end|>"))
 

@@ -4,9 +4,10 @@ reasoning in `<think>…</think>` (LFM2 thinking models)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from ...types import ToolCall, ToolSpec
-from ..base import FAIL, MORE, Body, Format, Grammar, Sink, Trigger, call_arguments, skip_ws, tool_dicts
+from ..base import DONE, FAIL, MORE, Body, Format, Grammar, Sink, Trigger, Written, call_arguments, skip_ws, tool_dicts
 from ..json_bodies import JsonCallsBody
 from ..jsonstream import dumps
 from ..pythonic import PyCallsBody, py_call
@@ -20,21 +21,33 @@ class _Body:
     def __init__(self, sink: Sink) -> None:
         self.sink = sink
         self.inner: Body | None = None
+        self.done = 0  # lists read whole in this block: another may follow (`[a()][b()]`)
+
+    @classmethod
+    def grammar(cls, w: Any, tools: Sequence[ToolSpec], many: bool, **_: Any) -> Written:
+        """The pythonic list the template asks for."""
+        return PyCallsBody.grammar(w, tools, many)
 
     def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
-        if self.inner is None:
-            i, n = skip_ws(buf, pos), len(buf)
-            k = skip_ws(buf, i + 1) if buf.startswith("[", i) else i
-            if k >= n:  # nothing but whitespace (after a `[`) so far
-                return (pos, FAIL) if final else (i, MORE)
-            if buf[k] == "{":
-                self.inner = JsonCallsBody(self.sink)
-            elif k > i:
-                self.inner = PyCallsBody(self.sink)
-            else:
-                return pos, FAIL
-            pos = i
-        return self.inner.advance(buf, pos, final)
+        while True:
+            if self.inner is None:
+                i, n = skip_ws(buf, pos), len(buf)
+                k = skip_ws(buf, i + 1) if buf.startswith("[", i) else i
+                if k >= n:  # nothing but whitespace (after a `[`) so far
+                    if self.done and (final or i >= n):
+                        return (pos, DONE) if final else (i, MORE)  # blank space between lists: read once
+                    return (pos, FAIL) if final else (i, MORE)
+                if buf[k] == "{":
+                    self.inner = JsonCallsBody(self.sink, prior=self.done > 0)
+                elif k > i:
+                    self.inner = PyCallsBody(self.sink)
+                else:
+                    return pos, DONE if self.done else FAIL
+                pos = i
+            new, status = self.inner.advance(buf, pos, final)
+            if status != DONE:
+                return new, status if status != FAIL or not self.done else DONE
+            self.inner, self.done, pos = None, self.done + 1, new
 
 
 class Lfm2(Format):

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from ...types import ToolCall, ToolSpec
-from ..base import DONE, FAIL, MORE, Format, Grammar, Sink, Trigger, call_arguments, skip_ws
-from ..json_bodies import JsonCallsBody
+from ..base import DONE, FAIL, MORE, Body, Format, Grammar, Sink, Trigger, Written, call_arguments, skip_ws
+from ..grammar import Writer, alt, rx
 from ..jsonstream import escape_str
 from ..pythonic import PyCallsBody, py_call
 from .llama3_json import json_calls
@@ -59,7 +60,19 @@ class _Body:
 
     def __init__(self, sink: Sink) -> None:
         self.sink = sink
-        self.inner: PyCallsBody | _CodeBody | JsonCallsBody | None = None
+        self.inner: Body | None = None
+
+    @classmethod
+    def grammar(cls, w: Writer, tools: Sequence[ToolSpec], many: bool, **_: Any) -> Written:
+        """`n.call(k=v)` for a tool, as the renderer writes it; code for `code_interpreter`
+        (any text: the end-of-turn token ends it)."""
+        options = []
+        calls = [t for t in tools if t.name != "code_interpreter"]
+        if calls:
+            options.append(PyCallsBody.grammar(w, calls, False, bracketed=False, suffix=".call").expr)
+        if len(calls) < len(tools):
+            options.append(w.terminal("code", "/(?s:.+)/ & ~/(?s:.*(?:" + "|".join(rx(m) for m in _END) + ").*)/"))
+        return Written(alt(options))
 
     def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
         if self.inner is None:

@@ -10,7 +10,7 @@ import logging
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import DONE, FAIL, MORE, Format, Grammar, PrefixChoice, Sink, Trigger, call_arguments, tool_dicts
+from ..base import DONE, FAIL, MORE, Format, Grammar, PrefixChoice, Sink, Spec, Trigger, call_arguments, tool_dicts
 from ..json_bodies import JsonCallsBody
 from ..jsonstream import dumps
 from ..pythonic import py_literal
@@ -18,9 +18,8 @@ from ..pythonic import py_literal
 log = logging.getLogger(__name__)
 
 
-def json_calls(sink: Sink) -> JsonCallsBody:
-    """`{"name": n, "parameters": {...}}` objects (or "arguments"), `;`-joined or in a list."""
-    return JsonCallsBody(sink, args_keys=("parameters", "arguments"), lists=True, seps=";")
+# `{"name": n, "parameters": {...}}` objects (or "arguments"), `;`-joined (as written) or in a list
+json_calls = Spec(JsonCallsBody, args_keys=("parameters", "arguments"), lists=True, seps=";", write={"layout": "joined"})
 
 
 class PyDictCall:
@@ -75,15 +74,14 @@ class PyDictCall:
         return DONE
 
 
-def tagged_calls(sink: Sink) -> PrefixChoice:
-    """After `<|python_tag|>`: a Python dict literal, else the JSON form."""
-    return PrefixChoice(sink, [("{'", PyDictCall, False), ("", json_calls, False)])
+# after `<|python_tag|>`: a Python dict literal, else the JSON form (what it writes)
+tagged_calls = Spec(PrefixChoice, options=[("{'", PyDictCall, False), ("", json_calls, False)], write={"canonical": 1})
 
 
 class Llama3Json(Format):
     FORMAT_ID = "llama3_json"
     TOOL_RESULT_ROLE = "ipython"
-    GRAMMAR = Grammar(triggers=(Trigger("<|python_tag|>", tagged_calls), Trigger("{", json_calls, lead=True)),
+    GRAMMAR = Grammar(triggers=(Trigger("{", json_calls, lead=True), Trigger("<|python_tag|>", tagged_calls)),  # bare JSON: what it writes
                       drop=("<|eom_id|>", "<|eot_id|>"))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Sink, Trigger, call_arguments, tool_dicts
+from ..base import Format, Grammar, Spec, Trigger, call_arguments, tool_dicts
 from ..jsonstream import dumps
 from ..markup_bodies import XmlParamsBody, XmlSyntax, xml_value
 
@@ -14,14 +14,13 @@ SYNTAX = XmlSyntax(func_open=("<invoke name=", ">"), func_close="</invoke>",
                    value_stops=("<parameter name=", "</invoke>", "</minimax:tool_call>"))
 
 
-def _body(sink: Sink) -> XmlParamsBody:
-    return XmlParamsBody(sink, SYNTAX)
+_BODY = Spec(XmlParamsBody, syntax=SYNTAX, write={"per_block": True})
 
 
 class MinimaxM2(Format):
     FORMAT_ID = "minimax_m2"
     REASONING = ("<think>", "</think>")
-    GRAMMAR = Grammar(triggers=(Trigger("<minimax:tool_call>", _body, close="</minimax:tool_call>"),),
+    GRAMMAR = Grammar(triggers=(Trigger("<minimax:tool_call>", _BODY, close="</minimax:tool_call>"),),
                       reasoning_open=("<think>",), reasoning_close=("</think>",),
                       calls_in_reasoning=False)  # a call written inside <think> is thinking (Ollama, vLLM)
 

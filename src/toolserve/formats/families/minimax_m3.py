@@ -30,15 +30,17 @@ from ..base import (
     Grammar,
     Sink,
     Trigger,
+    Written,
     call_arguments,
     may_grow_into,
     skip_ws,
     tool_dicts,
 )
+from ..grammar import Params, Writer, alt, lit, markup_value, members, seq
 from ..jsonstream import MAX_DEPTH, dumps
 from ..markup_bodies import ArgsWriter
 from ..schema import coerce, guess, prop_schema, types_of
-from .minimax_m2 import _body as m2_body
+from .minimax_m2 import _BODY as M2_BODY
 
 NS = "]<]minimax[>["
 THINK = ("<mm:think>", "</mm:think>")
@@ -143,6 +145,8 @@ def _value(text: str, node: _Node, schema: dict[str, Any]) -> Any:
     types = types_of(schema)
     if node.kids is None:
         inner = text[node.start:node.end]
+        if not inner.strip() and types & {"object", "array"} and "string" not in types:
+            return {} if "object" in types else []  # an element with no children: an empty one
         if types:
             return coerce(inner, schema)
         return guess(inner) if inner.strip() else inner
@@ -186,6 +190,22 @@ class M3CallsBody:
         self.writer: ArgsWriter | None = None
         self.element: _Element | None = None
         self.swallow = False  # a member that is no element: the rest of the output goes with it
+
+    @classmethod
+    def grammar(cls, w: Writer, tools: Sequence[ToolSpec], many: bool, **_: Any) -> Written:
+        """Invokes with one element per parameter: a string as text, any other value as its JSON
+        text (which the reader types from the schema, as it does nested elements)."""
+        options = []
+        for i, t in enumerate(tools):
+            params = Params.of(t, i)
+
+            def member(key: str, params: Params = params) -> str:
+                return seq(w.mark(NS), lit(f"<{key}>"), element_grammar(w, params, params.prop(key), key))
+
+            options.append(w.rule("invoke", seq(w.mark(NS), lit(f'<invoke name="{t.name}">'), members(w, params, member, ""),
+                                                w.mark(NS), lit("</invoke>"))))
+        one = alt(options)
+        return Written(f'"\\n"? {one} ("\\n"? {one})* "\\n"?' if many else f'"\\n"? {one} "\\n"?', True)
 
     def _end(self) -> int:
         return FAIL if self.calls == 0 and self.writer is None else DONE
@@ -249,6 +269,26 @@ class M3CallsBody:
         return pos
 
 
+def element_grammar(w: Writer, params: Params, schema: dict[str, Any], name: str, depth: int = 0) -> str:
+    """An element's value and its close, as the renderer writes it: an object as an element per
+    member, a list as `<item>` elements, a string as text, any other value as its JSON text."""
+    schema = params.resolve(schema)
+    close = lit(f"</{name}>")
+    types = types_of(schema)
+    if depth < 8 and types == {"object"} and isinstance(schema.get("properties"), dict):
+        props = schema["properties"]
+        inner = Params(schema, params.defs, tuple(k for k in schema.get("required") or () if k in props), tuple(props))
+
+        def member(key: str) -> str:
+            return seq(w.mark(NS), lit(f"<{key}>"), element_grammar(w, params, inner.prop(key), key, depth + 1))
+
+        return seq(members(w, inner, member, "", "element"), w.mark(NS), close)
+    if depth < 8 and types == {"array"} and isinstance(schema.get("items"), dict):
+        item = w.rule("item", seq(w.mark(NS), lit("<item>"), element_grammar(w, params, schema["items"], "item", depth + 1)))
+        return seq(f"{item}+" if schema.get("minItems", 0) else f"{item}*", w.mark(NS), close)
+    return seq(markup_value(w, params, schema, [NS], NS, layout=False), close)
+
+
 def _m3_value(value: Any) -> str:
     if isinstance(value, dict):
         return "".join(f"{NS}<{k}>{_m3_value(v)}{NS}</{k}>" for k, v in value.items())
@@ -261,7 +301,7 @@ class MinimaxM3(Format):
     FORMAT_ID = "minimax_m3"
     REASONING = THINK
     GRAMMAR = Grammar(triggers=(Trigger(f"{NS}<tool_call>", M3CallsBody, close=f"{NS}</tool_call>"),
-                                Trigger("<minimax:tool_call>", m2_body, close="</minimax:tool_call>")),
+                                Trigger("<minimax:tool_call>", M2_BODY, close="</minimax:tool_call>")),
                       reasoning_open=(THINK[0],), reasoning_close=(THINK[1],), drop=("[e~[",))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:

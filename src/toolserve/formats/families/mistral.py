@@ -9,13 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Sink, Trigger, call_arguments, tool_dicts
+from ..base import Format, Grammar, Spec, Trigger, call_arguments, tool_dicts
 from ..json_bodies import JsonCallsBody
 from ..jsonstream import dumps
 
-
-def _body(sink: Sink) -> JsonCallsBody:
-    return JsonCallsBody(sink, id_keys=("id",), ignore_keys=("type",))
+# the id the template wants: 9 alphanumerics
+_BODY = Spec(JsonCallsBody, id_keys=("id",), ignore_keys=("type",),
+             write={"id_schema": {"type": "string", "pattern": "^[A-Za-z0-9]{9}$"}})
 
 
 def mistral_id(call_id: str) -> str:
@@ -26,7 +26,7 @@ def mistral_id(call_id: str) -> str:
 
 class Mistral(Format):
     FORMAT_ID = "mistral"
-    GRAMMAR = Grammar(triggers=(Trigger("[TOOL_CALLS]", _body),), drop=("</s>",))
+    GRAMMAR = Grammar(triggers=(Trigger("[TOOL_CALLS]", _BODY),), drop=("</s>",))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:
         return f"[AVAILABLE_TOOLS]{dumps(tool_dicts(tools))}[/AVAILABLE_TOOLS]"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import FAIL, Format, Grammar, Sink, Trigger, call_arguments, tool_dicts
+from ..base import FAIL, Format, Grammar, Spec, Trigger, call_arguments, tool_dicts
 from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps
 
@@ -34,14 +34,13 @@ class _Body(NamedJsonBody):
         return super().advance(buf, pos, final)
 
 
-def _body(sink: Sink) -> NamedJsonBody:
-    return _Body(sink, "[ARGS]", _header)
+_BODY = Spec(_Body, delim="[ARGS]", parse_header=_header)
 
 
 class MistralV11(Format):
     FORMAT_ID = "mistral_v11"
     REASONING = ("[THINK]", "[/THINK]")
-    GRAMMAR = Grammar(triggers=(Trigger("[TOOL_CALLS]", _body),),
+    GRAMMAR = Grammar(triggers=(Trigger("[TOOL_CALLS]", _BODY),),
                       reasoning_open=("[THINK]",), reasoning_close=("[/THINK]",), drop=("</s>",))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, PrefixChoice, Sink, Trigger, call_arguments, tool_dicts
+from ..base import Format, Grammar, PrefixChoice, Spec, Trigger, call_arguments, tool_dicts
 from ..jsonstream import dumps
 from ..pythonic import PyCallsBody, py_call
 
@@ -20,13 +20,10 @@ PROMPT = (
 )
 
 
-def python_start_body(sink: Sink) -> PrefixChoice:
-    """After Llama 4's `<|python_start|>`: a bracketed list, or bare calls."""
-    return PrefixChoice(sink, [("[", PyCallsBody, False),
-                               ("", lambda s: PyCallsBody(s, bracketed=False), False)])
-
-
-PYTHON_START = Trigger("<|python_start|>", python_start_body, close="<|python_end|>")
+# after Llama 4's `<|python_start|>`: a bracketed list (as the renderer writes), or bare calls
+PYTHON_START = Trigger("<|python_start|>", Spec(PrefixChoice, options=[("[", PyCallsBody, False),
+                                                                        ("", Spec(PyCallsBody, bracketed=False), False)]),
+                       close="<|python_end|>")
 
 
 def render_pythonic_tools(tools: Sequence[ToolSpec]) -> str:
@@ -36,7 +33,7 @@ def render_pythonic_tools(tools: Sequence[ToolSpec]) -> str:
 class Pythonic(Format):
     FORMAT_ID = "pythonic"
     TOOL_RESULT_ROLE = "ipython"
-    GRAMMAR = Grammar(triggers=(PYTHON_START, Trigger("[", PyCallsBody, lead=True)),
+    GRAMMAR = Grammar(triggers=(Trigger("[", PyCallsBody, lead=True), PYTHON_START),  # the list is what it writes
                       drop=("<|eom_id|>", "<|eot_id|>", "<|eom|>", "<|eot|>"))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:

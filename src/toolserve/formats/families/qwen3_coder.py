@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Sink, Trigger, call_arguments
+from ..base import Format, Grammar, Spec, Trigger, call_arguments
 from ..jsonstream import dumps
 from ..markup_bodies import XmlParamsBody, XmlSyntax, xml_value
 from ..schema import prop_schema, types_of
@@ -15,8 +15,7 @@ from ..schema import prop_schema, types_of
 SYNTAX = XmlSyntax(value_stops=("<parameter=", "</function>", "</tool_call>"))
 
 
-def _body(sink: Sink) -> XmlParamsBody:
-    return XmlParamsBody(sink, SYNTAX)
+_BODY = Spec(XmlParamsBody, syntax=SYNTAX)
 
 
 def xml_tools(tools: Sequence[ToolSpec]) -> str:
@@ -50,7 +49,7 @@ class Qwen3Coder(Format):
     FORMAT_ID = "qwen3_coder"
     REASONING = ("<think>", "</think>")
     TOOL_RESULT_ROLE = "user"
-    GRAMMAR = Grammar(triggers=(Trigger("<tool_call>", _body, close="</tool_call>"),),
+    GRAMMAR = Grammar(triggers=(Trigger("<tool_call>", _BODY, close="</tool_call>"),),
                       reasoning_open=("<think>",), reasoning_close=("</think>",))
 
     def render_tools(self, tools: Sequence[ToolSpec]) -> str:

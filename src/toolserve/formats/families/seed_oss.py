@@ -5,21 +5,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, Sink, Trigger, call_arguments, tool_dicts
+from ..base import Format, Grammar, Spec, Trigger, call_arguments, tool_dicts
 from ..jsonstream import dumps
 from ..markup_bodies import XmlParamsBody, XmlSyntax, xml_value
 
 SYNTAX = XmlSyntax()
 
 
-def _body(sink: Sink) -> XmlParamsBody:
-    return XmlParamsBody(sink, SYNTAX)
+_BODY = Spec(XmlParamsBody, syntax=SYNTAX)
 
 
 class SeedOss(Format):
     FORMAT_ID = "seed_oss"
     REASONING = ("<seed:think>", "</seed:think>")
-    GRAMMAR = Grammar(triggers=(Trigger("<seed:tool_call>", _body, close="</seed:tool_call>"),),
+    GRAMMAR = Grammar(triggers=(Trigger("<seed:tool_call>", _BODY, close="</seed:tool_call>"),),
                       reasoning_open=("<seed:think>",), reasoning_close=("</seed:think>",),
                       drop=("<seed:eos>",), calls_in_reasoning=False)
 

@@ -13,31 +13,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
-from ..base import Format, Grammar, PrefixChoice, Sink, Trigger, call_arguments, tool_dicts
+from ..base import Format, Grammar, PrefixChoice, Spec, Trigger, call_arguments, tool_dicts
 from ..json_bodies import JsonCallsBody
 from ..jsonstream import dumps
 
-
-def _calls(sink: Sink) -> PrefixChoice:
-    return PrefixChoice(sink, [("[", JsonCallsBody, False), ("{", JsonCallsBody, False)])
-
-
-def _fenced(sink: Sink) -> PrefixChoice:
-    # one marker for ``` and ```json (a marker that is a prefix of another would be taken
-    # before the longer one arrived); the language tag is read here
-    return PrefixChoice(sink, [("json", _calls, True), ("[", JsonCallsBody, False), ("{", JsonCallsBody, False)])
-
-
-def _lead(sink: Sink) -> PrefixChoice:
-    # `[TOOL_CALLS]` also starts with `[`: its own marker goes first
-    return PrefixChoice(sink, [("[TOOL_CALLS]", JsonCallsBody, True), ("[", JsonCallsBody, False)])
+_CALLS = Spec(PrefixChoice, options=[("[", JsonCallsBody, False), ("{", JsonCallsBody, False)])
+# one marker for ``` and ```json (a marker that is a prefix of another would be taken before the
+# longer one arrived); the language tag is read here
+_FENCED = Spec(PrefixChoice, options=[("json", _CALLS, True), ("[", JsonCallsBody, False), ("{", JsonCallsBody, False)])
+# `[TOOL_CALLS]` also starts with `[`: its own marker goes first; the bare list is what it writes
+_LEAD = Spec(PrefixChoice, options=[("[TOOL_CALLS]", JsonCallsBody, True), ("[", JsonCallsBody, False)], write={"canonical": 1})
 
 
 class XLam(Format):
     FORMAT_ID = "xlam"
     REASONING = ("<think>", "</think>")
     GRAMMAR = Grammar(
-        triggers=(Trigger("[", _lead, lead=True), Trigger("```", _fenced, close="```"),
+        triggers=(Trigger("[", _LEAD, lead=True), Trigger("```", _FENCED, close="```", lazy=False),  # a fence is prose too
                   Trigger("[TOOL_CALLS]", JsonCallsBody), Trigger("<tool_call>", JsonCallsBody, close="</tool_call>")),
         reasoning_open=("<think>",), reasoning_close=("</think>",), drop=("<|eot_id|>", "<|im_end|>"))
 

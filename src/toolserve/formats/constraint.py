@@ -1,0 +1,120 @@
+"""A family's constraint for a request: its trigger + body + close, from the same declaration
+its parser reads (`Trigger`, `Spec`), after its reasoning block when it has one.
+
+- `required` (tool_choice "required" or a named function): the answer is calls from its first
+  token, after an optional reasoning block; with the reasoning opened by the template, the
+  grammar holds from the reasoning's close on.
+- `lazy` (tool_choice "auto"): the model writes freely until it writes one of the family's
+  call markers; from that marker on only valid calls follow (llama.cpp's lazy grammars).
+
+Both return a `CallConstraint`: Lark text (llguidance's dialect) and the triggers a lazy one
+waits for. The grammar always starts with the trigger itself, so whichever marker the model
+wrote is fed to it from its first character. Pure text: special tokens come in as ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from ..errors import Unsupported
+from ..types import ToolSpec
+from .base import Format, Trigger
+from .grammar import Writer, alt, generic_json_schema, json_rule, optional_newline, seq, text_until
+
+BLANK = "/[ \\t\\n]*/"  # between a reasoning block and the calls
+LEADING = '" "?'  # before a call: a marker written as its first token may carry a space (` functools`)
+
+
+@dataclass(frozen=True)
+class CallConstraint:
+    grammar: str  # Lark, `start` rule
+    triggers: tuple[tuple[str, bool], ...] = ()  # (marker, lead): free text until one; () holds from the start
+    quiet: tuple[str, str] | None = None  # (open, close): no trigger counts between these (reasoning)
+    quiet_first: bool = False  # the answer starts inside `quiet` (the template opened the reasoning)
+
+
+def has_grammar(t: Trigger) -> bool:
+    return hasattr(t.body, "grammar")
+
+
+def canonical(fmt: Format) -> Trigger:
+    """The trigger the family's renderer writes: its first one that has a grammar."""
+    for t in fmt.GRAMMAR.triggers:
+        if has_grammar(t):
+            return t
+    raise Unsupported(f"constrained tool calls are not available for the '{fmt.FORMAT_ID}' tool format", param="tool_choice")
+
+
+def block(w: Writer, t: Trigger, tools: Sequence[ToolSpec], parallel: bool) -> tuple[str, bool]:
+    """One block opened by `t` (its marker first, unless the body writes a lead marker itself;
+    a layout newline after it and before the close, which every reader skips), and whether it
+    holds several calls."""
+    body = t.body.grammar(w, tools, parallel)  # type: ignore[attr-defined]
+    head = "" if t.lead else seq(w.mark(t.marker), optional_newline())
+    tail = seq(optional_newline(), w.mark(t.close)) if t.close else ""
+    return w.rule("block", seq(head, body.expr, tail)), body.many
+
+
+def calls(w: Writer, fmt: Format, first: Trigger, tools: Sequence[ToolSpec], parallel: bool) -> str:
+    """The answer's calls, the first block opened by `first`: with `parallel`, more blocks of
+    the family's own (canonical) kind after it (also where a block holds a list: the readers
+    take both). The family's wrap goes around them all (the first block's marker may be its
+    opening), or, with no close, before each block (GigaChat's message header)."""
+    wrap = fmt.GRAMMAR.calls_wrap
+    each = ""
+    if wrap is not None and not wrap[1]:
+        each = f"({alt([w.mark(o) for o in wrap[0]])})?"
+    head, _ = block(w, first, tools, parallel)
+    out = seq(each, head)
+    if parallel:
+        again, _ = block(w, canonical(fmt), tools, parallel)
+        out = f'{out} ("\\n"? {LEADING} {seq(each, again)})*'
+    if wrap is None or not wrap[1]:
+        return out
+    opens, close = wrap
+    closing = f"({w.mark(close)})?"
+    if first.marker in opens:  # the opening was the trigger: the block follows it
+        return seq(out, closing)
+    return seq(f"{alt([w.mark(o) for o in opens])}?", out, closing)
+
+
+def required(fmt: Format, tools: Sequence[ToolSpec], parallel: bool, *, thinking_open: bool, reasoning: bool = True,
+             specials: Mapping[str, int] | None = None) -> CallConstraint:
+    """Only calls: from the start, or after the reasoning block: the template's (free text up
+    to its close), or, where the model may reason (`reasoning`), one it opens itself. A model
+    that was not asked to reason is not offered a block to wander into."""
+    w = Writer(specials)
+    if fmt.FORMAT_ID == "generic_json":
+        return CallConstraint(f"start: {json_rule(generic_json_schema(tools, parallel, auto=False))}\n")
+    own = getattr(fmt, "required_grammar", None)
+    if own is not None:  # a family whose reasoning is not a block of markers (Harmony's channels)
+        return CallConstraint(w.grammar(own(w, tools, parallel, thinking_open or reasoning)))
+    body = calls(w, fmt, canonical(fmt), tools, parallel)
+    if fmt.REASONING is None or not (thinking_open or reasoning):
+        return CallConstraint(w.grammar(seq(LEADING, body)))
+    open_, close = fmt.REASONING
+    if thinking_open:  # the template opened it: free until its close, which the grammar starts with
+        return CallConstraint(w.grammar(seq(w.mark(close), BLANK, body)), ((close, False),))
+    return CallConstraint(w.grammar(seq(f"({seq(w.mark(open_), text_until(w, close), BLANK)})?", LEADING, body)))
+
+
+def lazy(fmt: Format, tools: Sequence[ToolSpec], parallel: bool, *, thinking_open: bool = False,
+         specials: Mapping[str, int] | None = None) -> CallConstraint:
+    """Free text until a call marker; from the marker on, valid calls only. Markers that prose
+    holds too (`Trigger.lazy` false: a fence) arm nothing."""
+    w = Writer(specials)
+    if fmt.FORMAT_ID == "generic_json":  # the whole answer is JSON: a call list or a plain response
+        return CallConstraint(f"start: {json_rule(generic_json_schema(tools, parallel, auto=True))}\n")
+    quiet = None
+    if fmt.REASONING is not None and not fmt.GRAMMAR.calls_in_reasoning:
+        quiet = fmt.REASONING  # its reasoning spells the call syntax out: no call before it closes
+    own = getattr(fmt, "lazy_grammar", None)
+    if own is not None:
+        start, triggers = own(w, tools, parallel)
+        return CallConstraint(w.grammar(start), triggers, quiet, thinking_open)
+    armed = [t for t in fmt.GRAMMAR.triggers if t.lazy and has_grammar(t)]
+    if not armed:
+        canonical(fmt)  # says why
+    starts = [calls(w, fmt, t, tools, parallel) for t in armed]
+    return CallConstraint(w.grammar(alt(starts)), tuple((t.marker, t.lead) for t in armed), quiet, thinking_open)
