@@ -4,14 +4,16 @@ output back into typed deltas (content, reasoning, tool calls), the same way str
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolserve.constrain.grammars import BUILDERS, call_grammar, generic_auto_grammar, response_format_grammar
-from toolserve.constrain.matcher import Constrainer
-from toolserve.errors import Unsupported
+from toolserve.constrain.matcher import Arming, Constrainer
+from toolserve.errors import InvalidRequest, Unsupported
+from toolserve.formats import constraint
 from toolserve.formats.base import Format, merge_deltas
+from toolserve.formats.grammar import response_format_grammar
 from toolserve.formats.template import ChatTemplate
 from toolserve.types import (
     ContentDelta,
@@ -24,6 +26,8 @@ from toolserve.types import (
     ToolCallStart,
     ToolSpec,
 )
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -72,16 +76,26 @@ class ChatRenderer:
             dicts = self._injected(messages, tools)
         return self.template.render(dicts, extra=extra)
 
-    def shaper(self, prompt: str, opts: ChatOptions) -> OutputShaper:
+    def shaper(self, prompt: str, opts: ChatOptions, *, calls_only: bool = False) -> OutputShaper:
         """The output side of a chat request rendered here: the family's parser, with the
-        request's policy (for a local model and a raw upstream alike)."""
+        request's policy (for a local model and a raw upstream alike); `calls_only` where our
+        grammar allows nothing but calls."""
         return OutputShaper(
-            self.fmt, opts, thinking_open=self.thinking_open(prompt), parse=needs_parser(self.fmt, self.template, opts)
+            self.fmt, opts, thinking_open=self.thinking_open(prompt), parse=needs_parser(self.fmt, self.template, opts),
+            calls_only=calls_only,
         )
 
     def thinking_open(self, prompt: str) -> bool:
         """The template itself opened the reasoning block at the end of the prompt."""
         return bool(self.fmt.REASONING) and prompt.rstrip().endswith(self.fmt.REASONING[0])  # type: ignore[index]
+
+    def may_reason(self, prompt: str) -> bool:
+        """The model may open a reasoning block itself: its template knows the family's markers
+        and did not close an empty block at the end of the prompt (thinking turned off)."""
+        if self.fmt.REASONING is None:
+            return False
+        open_, close = self.fmt.REASONING
+        return open_ in self.template.source and not prompt.rstrip().endswith(close)
 
     @staticmethod
     def _native(m: Message) -> dict[str, Any]:
@@ -131,13 +145,26 @@ class ChatRenderer:
 
 class OutputShaper:
     """Feeds generated text to the family's parser and applies the request's policy:
-    parallel_tool_calls, include_reasoning. Non-streaming is feed(all) + finish()."""
+    parallel_tool_calls, include_reasoning, and two rules of ours:
+    - a call identical to one already made in the same answer (same name, same arguments)
+      ends the answer: it is not returned (running it twice may do harm twice), and `stopped`
+      tells the generation to stop; a call that starts like an earlier one is held back until
+      it differs or ends;
+    - `calls_only` (tool_choice required or a named function, under a grammar that allows
+      nothing else): no content is returned, so a call marker cut short by max_tokens never
+      becomes text.
+    Non-streaming is feed(all) + finish()."""
 
-    def __init__(self, fmt: Format, opts: ChatOptions, *, thinking_open: bool, parse: bool):
+    def __init__(self, fmt: Format, opts: ChatOptions, *, thinking_open: bool, parse: bool, calls_only: bool = False):
         self._parser = fmt.new_parser(opts.tools, thinking_open, calls=opts.calls_allowed) if parse else None
         self._single = not opts.parallel_tool_calls
         self._reasoning = opts.include_reasoning
+        self._calls_only = calls_only
         self.calls = 0
+        self.stopped = False
+        self._made: list[tuple[str, str]] = []  # (name, arguments) of the calls returned so far
+        self._current: tuple[str, list[str]] | None = None  # the call being read: its name and arguments so far
+        self._held: list[Delta] = []  # its deltas, while it may still be a repeat
 
     def feed(self, text: str) -> list[Delta]:
         if self._parser is None:
@@ -145,19 +172,68 @@ class OutputShaper:
         return self._shape(self._parser.feed(text))
 
     def finish(self) -> list[Delta]:
-        return self._shape(self._parser.finish()) if self._parser is not None else []
+        if self._parser is None:
+            return []
+        out = self._shape(self._parser.finish())
+        return merge_deltas(out + self._end_call())
 
     def _shape(self, deltas: list[Delta]) -> list[Delta]:
         out: list[Delta] = []
         for d in deltas:
+            if self.stopped:
+                break
             if isinstance(d, ReasoningDelta) and not self._reasoning:
+                continue
+            if isinstance(d, ContentDelta) and self._calls_only:
                 continue
             if isinstance(d, ToolCallStart | ToolCallArgs) and self._single and d.index > 0:
                 continue  # parallel_tool_calls: false returns only the first call
             if isinstance(d, ToolCallStart):
-                self.calls += 1
+                out += self._end_call()
+                self._current = (d.name, [])
+                if any(name == d.name for name, _ in self._made):
+                    self._held = [d]  # it may be a repeat
+                    continue
+                self._count(d)
+            elif isinstance(d, ToolCallArgs) and self._current is not None:
+                self._current[1].append(d.fragment)
+                if self._held:
+                    self._held.append(d)
+                    out += self._check_repeat()
+                    continue
             out.append(d)
         return merge_deltas(out)  # a piece becomes as few chunks as it can
+
+    def _check_repeat(self) -> list[Delta]:
+        """A held call: let it go once it differs from every earlier call of its name."""
+        assert self._current is not None
+        name, parts = self._current
+        args = "".join(parts)
+        earlier = [a for n, a in self._made if n == name]
+        if args in earlier:
+            self.stopped = True  # the same call again: the answer ends before it
+            self._held, self._current = [], None
+            return []
+        if any(a.startswith(args) for a in earlier):
+            return []
+        return self._release()
+
+    def _release(self) -> list[Delta]:
+        held, self._held = self._held, []
+        if held and isinstance(held[0], ToolCallStart):
+            self._count(held[0])
+        return held
+
+    def _end_call(self) -> list[Delta]:
+        """The call being read is over (another starts, or the answer ends)."""
+        out = self._release()  # held to the end without being a repeat: it differs
+        if self._current is not None:
+            self._made.append((self._current[0], "".join(self._current[1])))
+            self._current = None
+        return out
+
+    def _count(self, d: ToolCallStart) -> None:
+        self.calls += 1
 
 
 def constraint_for(
@@ -167,8 +243,12 @@ def constraint_for(
     *,
     thinking_open: bool,
     response_schema: tuple[str, dict[str, Any] | None] | None,
+    reasoning: bool = False,
 ) -> Callable[[], TokenConstraint] | None:
-    """The token constraint a chat request asks for, compiled (or a 400), or None."""
+    """The token constraint a chat request asks for, compiled (or a 400), or None. Calls are
+    constrained in the family's own syntax for every tool_choice but "none": "auto" lazily (free
+    text until a call marker); a grammar that cannot be built under "auto" leaves the answer
+    unconstrained (the parser still returns only well-formed calls), unless a tool is strict."""
     if response_schema is not None:
         if opts.calls_allowed:
             raise Unsupported("response_format cannot be combined with tools yet; drop one of them.", param="response_format")
@@ -177,18 +257,23 @@ def constraint_for(
     if not opts.calls_allowed:
         return None
     if opts.tool_choice == "auto":
-        if fmt.FORMAT_ID not in BUILDERS:
-            return None  # unconstrained: the parser still only returns well-formed calls
-        cg = call_grammar(fmt.FORMAT_ID, opts.tools, opts.parallel_tool_calls)
-        if not cg.trigger:  # the whole answer is JSON: a call list or a plain response
-            return constrainer.factory(generic_auto_grammar(opts.tools, opts.parallel_tool_calls), param="tools")
-        return constrainer.factory(cg.body, param="tools", trigger=cg.trigger)
+        try:
+            c = constraint.lazy(fmt, opts.tools, opts.parallel_tool_calls, thinking_open=thinking_open, specials=constrainer.specials)
+            return _factory(constrainer, c)
+        except InvalidRequest as exc:
+            if any(t.strict for t in opts.tools):
+                raise
+            log.info("tool calls left unconstrained under tool_choice auto: %s", exc.message)
+            return None
     tools = [t for t in opts.tools if t.name == opts.tool_name] if opts.tool_choice == "function" else list(opts.tools)
     parallel = opts.parallel_tool_calls and opts.tool_choice != "function"
-    cg = call_grammar(fmt.FORMAT_ID, tools, parallel)
-    if thinking_open and fmt.REASONING:  # reasoning stays free; the calls start after it closes
-        return constrainer.factory(cg.full(lead_ws=True), param="tools", trigger=fmt.REASONING[1])
-    return constrainer.factory(cg.full(), param="tools")
+    c = constraint.required(fmt, tools, parallel, thinking_open=thinking_open, reasoning=reasoning, specials=constrainer.specials)
+    return _factory(constrainer, c)
+
+
+def _factory(constrainer: Constrainer, c: constraint.CallConstraint) -> Callable[[], TokenConstraint]:
+    arming = Arming(c.triggers, c.quiet, c.quiet_first) if c.triggers else None
+    return constrainer.factory(c.grammar, param="tools", arming=arming)
 
 
 def needs_parser(fmt: Format, template: ChatTemplate, opts: ChatOptions) -> bool:

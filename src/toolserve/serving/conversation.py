@@ -201,8 +201,11 @@ class Conversation:
             return self._remote.choice(i)
         pipe = self.model
         assert isinstance(pipe, Pipeline) and self.prompt_text is not None
-        shaper = pipe.shaper(self.prompt_text, self.req.options)
-        return shape(pipe.generate(self.prompt, choice_params(self.params, i), self.req.stops, self.media), shaper)
+        opts = self.req.options
+        # under required or a named function our grammar allows nothing but calls
+        shaper = pipe.shaper(self.prompt_text, opts, calls_only=opts.calls_allowed and opts.tool_choice in ("required", "function"))
+        pieces = pipe.generate(self.prompt, choice_params(self.params, i), self.req.stops, self.media, stop_when=lambda: shaper.stopped)
+        return shape(pieces, shaper)
 
 
 async def start_conversation(registry: ModelRegistry, req: ChatRequest) -> Conversation:

@@ -193,11 +193,12 @@ class Pipeline:
     def constraint(
         self, prompt_text: str, opts: ChatOptions, response_schema: tuple[str, dict[str, Any] | None] | None
     ) -> Callable[[], TokenConstraint] | None:
-        thinking = self.renderer.thinking_open(prompt_text)
-        return constraint_for(self.constrainer, self.fmt, opts, thinking_open=thinking, response_schema=response_schema)
+        r = self.renderer
+        return constraint_for(self.constrainer, self.fmt, opts, thinking_open=r.thinking_open(prompt_text),
+                              reasoning=r.may_reason(prompt_text), response_schema=response_schema)
 
-    def shaper(self, prompt_text: str, opts: ChatOptions) -> OutputShaper:
-        return self.renderer.shaper(prompt_text, opts)
+    def shaper(self, prompt_text: str, opts: ChatOptions, *, calls_only: bool = False) -> OutputShaper:
+        return self.renderer.shaper(prompt_text, opts, calls_only=calls_only)
 
     def tokenize_prompt(self, text: str) -> list[int]:
         """Tokens of a rendered prompt; BOS is added unless the template already wrote it."""
@@ -261,9 +262,11 @@ class Pipeline:
 
     # -- generation -----------------------------------------------------------------------------
     async def generate(
-        self, prompt: Sequence[int], params: SamplingParams, stops: Sequence[str] = (), media: Sequence[MediaSpan] = ()
+        self, prompt: Sequence[int], params: SamplingParams, stops: Sequence[str] = (), media: Sequence[MediaSpan] = (),
+        stop_when: Callable[[], bool] | None = None,
     ) -> AsyncIterator[Piece | Finish]:
-        """Stream one choice: Pieces of safe text, then one Finish."""
+        """Stream one choice: Pieces of safe text, then one Finish. `stop_when`, asked after each
+        Piece, ends the choice ("stop") when what read the pieces has seen enough."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         timeout = self.limits.request_timeout
@@ -296,7 +299,7 @@ class Pipeline:
                 if text:
                     yield Piece(text, pending)
                     pending = []
-                if stopper.stopped:
+                if stopper.stopped or (stop_when is not None and stop_when()):
                     finish = "stop"
                     break
             flushed = utf8.flush()

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from toolserve.config import UpstreamConfig
-from toolserve.constrain.grammars import closed, generic_json_schema
 from toolserve.errors import ModelLoadError, Unsupported, UpstreamError
+from toolserve.formats.grammar import closed, generic_json_schema
 from toolserve.formats.registry import detect_format, get_format
 from toolserve.formats.template import ChatTemplate, bundled_template_source
 from toolserve.serving.chat import ChatOptions, ChatRenderer
