@@ -88,10 +88,10 @@ ROWS = [
     Row("cut_inside_arguments", f"{ST}I'm\nthinking{ET}{SA}[\n    " + '{"tool_call_id": "0", "tool_name": "get_weather", '
         '"parameters": {"city": "Pa', reasoning="I'm\nthinking", calls=(("get_weather", {"city": "Pa"}),), source=LLAMA_CPP),
     # Command A's citations: vLLM moves the `<co>` … `</co: …>` spans into citation objects;
-    # toolserve has no citation field and keeps the model's text, markup included
-    Row("citations_kept_as_text", f"{ST}This is a rainbow <co>emoji: 🌈</co: 0:[1]>{ET}\n"
+    # toolserve has no citation field: the markup goes, the cited text stays
+    Row("citation_markup_dropped", f"{ST}This is a rainbow <co>emoji: 🌈</co: 0:[1]>{ET}\n"
         "<|START_RESPONSE|>foo <co>bar</co: 0:[1,2],1:[3,4]><|END_RESPONSE|>",
-        reasoning="This is a rainbow <co>emoji: 🌈</co: 0:[1]>", content="foo <co>bar</co: 0:[1,2],1:[3,4]>", source=VLLM),
+        reasoning="This is a rainbow emoji: 🌈", content="foo bar", source=VLLM),
     Row("unknown_tool_is_text", action('{"tool_call_id": "0", "tool_name": "nope", "parameters": {}}', layout=False),
         content=action('{"tool_call_id": "0", "tool_name": "nope", "parameters": {}}', layout=False), source=OWN),
     Row("action_marker_named_in_reasoning", f"{ST}I could write {SA} here.{ET}<|START_RESPONSE|>No call.<|END_RESPONSE|>",

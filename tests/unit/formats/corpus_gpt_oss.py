@@ -13,6 +13,7 @@ FORMAT_ID = "gpt_oss"
 VLLM = "vLLM tests/tool_parsers/test_openai_tool_parser.py"
 LLAMA_CPP = "llama.cpp tests/test-chat.cpp (openai-gpt-oss-120b template)"
 FORMATS_MD = "shared/design/formats.md gpt_oss row"
+OWN = "toolserve's own row"
 
 THINK = "<|channel|>analysis<|message|>I'm\nthinking<|end|>"
 CALL = '{"city": "Paris"}'
@@ -67,6 +68,12 @@ ROWS = [
     Row("commentary_preamble_then_call", THINK + f"<|start|>assistant<|channel|>commentary<|message|>{HELLO}<|end|>"
         f"<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{CALL}",
         reasoning="I'm\nthinking", content=HELLO, calls=(PARIS,), source=LLAMA_CPP),
+    # after a call the role header comes again: its channel is what follows `<|channel|>`, not the
+    # role (read as the channel, it put a second analysis block into the content)
+    Row("analysis_after_a_call", f"<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{CALL}<|call|>"
+        "<|start|>assistant<|channel|>analysis<|message|>Now Rome.<|end|>"
+        "<|start|>assistant<|channel|>final<|message|>Done.<|return|>",
+        reasoning="Now Rome.", content="Done.", calls=(PARIS,), source=OWN),
     Row("call_then_final", "<|channel|>analysis<|message|>Use the tool.<|end|>"
         f"<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{CALL}<|call|>"
         "<|start|>assistant<|channel|>final<|message|>This tool call will get the weather.<|return|>",
