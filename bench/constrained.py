@@ -112,7 +112,8 @@ def part_b(runs: int) -> None:
     import llguidance
     from llguidance.llamacpp import lltokenizer_from_vocab
 
-    from toolserve.constrain.grammars import call_grammar
+    from toolserve.formats import constraint
+    from toolserve.formats.registry import FORMATS
     from toolserve.types import ToolSpec
 
     llm = llama_cpp.Llama(model_path=str(bundled_model()), vocab_only=True, verbose=False)
@@ -127,7 +128,7 @@ def part_b(runs: int) -> None:
     specs = [ToolSpec(f"{t['function']['name']}_{i}", t["function"]["description"], t["function"]["parameters"])
              for i in range(10) for t in TOOLS]
     for n in (1, 10, 50):
-        grammar = call_grammar("hermes", specs[:n], True).full()
+        grammar = constraint.required(FORMATS["hermes"], specs[:n], True, thinking_open=False).grammar
         build, first = [], []
         for _ in range(runs):
             t0 = time.perf_counter()

@@ -152,6 +152,39 @@ def test_agents_sdk_runs_an_agent_with_a_function_tool(srv: Server) -> None:
     assert final == f"It is sunny in {asked[0]}."
 
 
+@pytest.mark.parametrize("streamed", [False, True])
+def test_agents_sdk_required_tool_as_a_new_user_runs_it_once(srv: Server, streamed: bool) -> None:
+    """Issue 32: tool_choice required with parallel calls allowed (the SDK's default) made the
+    model write the same call again until max_tokens; the run ended `incomplete` with `<tool` as
+    text and the SDK raised. A repeated call now ends the answer, and no cut marker is text."""
+    from agents import Agent, ModelSettings, Runner, function_tool, set_default_openai_client, set_tracing_disabled
+    from openai import AsyncOpenAI
+
+    asked: list[str] = []
+
+    @function_tool
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        asked.append(city)
+        return f"It is sunny in {city}."
+
+    async def main() -> str:
+        set_default_openai_client(AsyncOpenAI(base_url=f"{srv.url}/v1", api_key="unused", max_retries=0), use_for_tracing=False)
+        set_tracing_disabled(True)
+        agent = Agent(name="Weather", instructions="Answer weather questions with the tool.", model=MODEL,
+                      tools=[get_weather], tool_use_behavior="stop_on_first_tool",
+                      model_settings=ModelSettings(tool_choice="required", max_tokens=64))
+        if not streamed:
+            return str((await Runner.run(agent, "What's the weather in Paris?", max_turns=4)).final_output)
+        run = Runner.run_streamed(agent, "What's the weather in Paris?", max_turns=4)
+        async for _ in run.stream_events():
+            pass
+        return str(run.final_output)
+
+    final = asyncio.run(main())
+    assert asked and final == f"It is sunny in {asked[0]}."
+
+
 def test_server_sampling_defaults_apply_on_every_protocol_only_when_unset(srv: Server) -> None:
     """`--temperature 0`: a request that sends no temperature is greedy, on all three
     protocols; one that sends a temperature gets it."""

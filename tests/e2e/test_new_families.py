@@ -95,6 +95,7 @@ def test_required_gives_a_valid_call_in_the_family_syntax(http: httpx.Client, fa
     choice = r.json()["choices"][0]
     calls = choice["message"]["tool_calls"] or []
     assert choice["finish_reason"] == "length" or (calls and choice["finish_reason"] == "tool_calls"), choice
-    for c in calls:
+    whole = calls if choice["finish_reason"] != "length" else calls[:-1]  # a call cut by max_tokens is no whole call
+    for c in whole:
         assert c["function"]["name"] == "get_weather"
         jsonschema.validate(json.loads(c["function"]["arguments"]), TOOL["function"]["parameters"])
