@@ -9,7 +9,18 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from toolserve import __version__
-from toolserve.api import anthropic, chat, completions, embeddings, metrics, misc, responses
+from toolserve.api import (
+    anthropic,
+    chat,
+    completions,
+    embeddings,
+    metrics,
+    misc,
+    ollama,
+    ollama_embed,
+    ollama_models,
+    responses,
+)
 from toolserve.api.errors import install_error_handlers
 from toolserve.api.guard import LOCAL_ORIGINS, Guard, GuardSettings
 from toolserve.api.metrics import Metrics
@@ -52,7 +63,7 @@ def create_app(
     app.state.embedding_models = {m.id: m for m in embedding_models}
     app.state.log_prompts = log_prompts  # off by default: logs never hold prompt text unless asked
     install_error_handlers(app)
-    for module in (chat, completions, responses, anthropic, embeddings, misc, metrics):
+    for module in (chat, completions, responses, anthropic, embeddings, ollama, ollama_embed, ollama_models, misc, metrics):
         app.include_router(module.router)
     if web:
         app.include_router(web_router())
@@ -66,5 +77,6 @@ def create_app(
         app.add_middleware(
             CORSMiddleware, allow_origin_regex=LOCAL_ORIGINS, allow_methods=["*"], allow_headers=["*"]
         )
+    app.add_middleware(ollama.JsonBodies)
     app.add_middleware(Guard, settings=guard or GuardSettings(), on_response=app.state.metrics.count_request)
     return app

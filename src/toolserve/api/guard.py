@@ -30,8 +30,9 @@ LOCAL_ORIGINS = r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$"
 # the methods a web page may send cross-site that change nothing here (reads are guarded by CORS)
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 # what answers without the API key: health checks, metrics scrapers, the chat page (which asks
-# for the key itself) and the API's own description; every route that computes needs the key
-OPEN_PATHS = {"/health", "/metrics", "/", "/favicon.ico", "/openapi.json", "/docs", "/redoc"}
+# for the key itself), the API's own description and Ollama's version (clients probe it to find
+# the server); every route that computes needs the key
+OPEN_PATHS = {"/health", "/metrics", "/", "/favicon.ico", "/openapi.json", "/docs", "/redoc", "/api/version"}
 
 
 def needs_key(path: str) -> bool:
