@@ -14,6 +14,7 @@ from toolserve.api import (
     chat,
     completions,
     embeddings,
+    infill,
     metrics,
     misc,
     ollama,
@@ -63,7 +64,7 @@ def create_app(
     app.state.embedding_models = {m.id: m for m in embedding_models}
     app.state.log_prompts = log_prompts  # off by default: logs never hold prompt text unless asked
     install_error_handlers(app)
-    for module in (chat, completions, responses, anthropic, embeddings, ollama, ollama_embed, ollama_models, misc, metrics):
+    for module in (chat, completions, responses, anthropic, embeddings, infill, ollama, ollama_embed, ollama_models, misc, metrics):
         app.include_router(module.router)
     if web:
         app.include_router(web_router())

@@ -191,13 +191,13 @@ async def generate(req: oll.GenerateRequest, request: Request, registry: Registr
     found = resolve(registry, req.model)
     keep = convert.keep_alive_seconds(req.keep_alive)
     check_generate(req)
-    if not req.prompt and req.suffix is None:  # no prompt: load the model, or with keep_alive 0 unload it
+    if not req.prompt and not req.suffix:  # no prompt: load the model, or with keep_alive 0 unload it
         reason = await load_or_unload(registry, found, keep)
         return JSONResponse({"model": found.name, "created_at": created_at(), "response": "", "done": True, "done_reason": reason})
     load_s = await load_for(registry, found, keep)
-    if req.raw or req.suffix is not None:
+    if req.raw or req.suffix:
         text = await start_text(registry, found, req)
-        for_log = req.prompt if req.suffix is None else f"{req.prompt}<FIM suffix>{req.suffix}"
+        for_log = f"{req.prompt}<FIM suffix>{req.suffix}" if req.suffix else req.prompt
         log_prompt(request, for_log)
         return await answer(request, OllamaRun(text.steps(), found.name, started, load_s, chat=False), req.stream, text.ticket.release)
     check_think(found.entry, req.think, found.name)
@@ -230,21 +230,21 @@ def check_generate(req: oll.GenerateRequest) -> None:
             "send raw: true with a prompt you rendered yourself.",
             param="template",
         )
-    if req.raw and (req.system or req.suffix is not None):
+    if req.raw and (req.system or req.suffix):
         raise InvalidRequest("raw mode does not support system or suffix: the prompt is taken as it is.", param="raw")
-    if (req.raw or req.suffix is not None) and req.images:
+    if (req.raw or req.suffix) and req.images:
         raise Unsupported("images need a templated prompt: leave out raw and suffix, or send them to /api/chat.", param="images")
 
 
 async def start_text(registry: ModelRegistry, found: ResolveName, req: oll.GenerateRequest) -> TextRun:
     """A raw prompt, or a fill-in-the-middle one (`suffix`), on a local model."""
     if not isinstance(found.entry, LocalModel):
-        what = "suffix (fill-in-the-middle)" if req.suffix is not None else "raw"
+        what = "suffix (fill-in-the-middle)" if req.suffix else "raw"
         raise Unsupported(f"{what} needs a local model; '{found.entry.model_id}' runs on an upstream server.", param="model")
     pipe = await registry.pipeline(found.entry)
 
     def build() -> TextRequest:
-        if req.suffix is not None:
+        if req.suffix:
             tokens = pipe.fim_prompt(prefix=req.prompt, suffix=req.suffix, param="suffix").tokens
         else:
             tokens = pipe.tokenize_prompt(req.prompt)

@@ -87,7 +87,7 @@ class GenerateRequest(_Generation):
     """POST /api/generate. No prompt (and no suffix): load the model (keep_alive 0: unload)."""
 
     prompt: StrictStr = ""
-    suffix: StrictStr | None = None  # fill-in-the-middle: the text after the answer
+    suffix: StrictStr | None = None  # fill-in-the-middle: the text after the answer ("" as none, as Ollama reads it)
     system: StrictStr | None = None
     template: StrictStr | None = None  # a Go template: refused (toolserve renders Jinja templates)
     context: list[StrictInt] | None = None  # Ollama's deprecated token memory: refused unless empty

@@ -8,6 +8,7 @@ the repo-level pattern (arXiv 2409.12186):
     [FIM_REP]myproject\\n [FIM_SEP]{filename}\\n{text} ... [FIM_SEP]filename\\n
     [FIM_PRE]{prefix}{prompt}[FIM_SUF]{suffix}[FIM_MID]
 
+(llama-server's README puts `prompt` after FIM_MID; its code, followed here, after the prefix);
 without them each extra chunk is introduced by "\\n\\n--- snippet ---\\n\\n". The prefix, the
 suffix and the extra chunks are tokenized as plain text (no special tokens parsed out of code).
 One departure: the model's BOS, where it wants one, opens the prompt; llama-server puts the
@@ -72,11 +73,16 @@ def layout(
     extra: Sequence[ExtraChunk] = (),
     bos: int | None = None,
     budget: Budget | None = None,
+    repository: bool = True,
 ) -> FimPrompt:
     """The prompt's tokens. `tokenize`: plain text to tokens (no BOS, no special tokens parsed);
-    `bos`: the model's BOS when it adds one; `budget`: trim as llama-server does (None: whole)."""
+    `bos`: the model's BOS when it adds one; `budget`: trim as llama-server does (None: whole).
+    `repository`: the repo-level frame (llama-server writes it on /infill even with no extra
+    chunks); without it and without chunks, the file-level prompt [FIM_PRE]..[FIM_SUF]..[FIM_MID]
+    that Ollama's templates and OpenAI's `suffix` give."""
     extra_tokens: list[int] = []
-    if fim.rep is not None:
+    repository = repository or bool(extra)
+    if fim.rep is not None and repository:
         extra_tokens += [fim.rep, *tokenize(PROJECT)]
     for chunk in extra:
         if fim.sep is not None:
@@ -84,7 +90,7 @@ def layout(
         else:
             extra_tokens += tokenize(SNIPPET)
         extra_tokens += tokenize(chunk.text)
-    if fim.sep is not None:
+    if fim.sep is not None and repository:
         extra_tokens += [fim.sep, *tokenize(CURRENT_FILE)]
 
     before, after, typed = tokenize(prefix), tokenize(suffix), tokenize(prompt)

@@ -208,16 +208,21 @@ class Pipeline:
 
     def fim_prompt(
         self, *, prefix: str, suffix: str, prompt: str = "", extra: Sequence[ExtraChunk] = (), budget: Budget | None = None,
-        param: str = "suffix",
+        param: str = "suffix", repository: bool = False,
     ) -> FimPrompt:
-        """A fill-in-the-middle prompt (serving/fim.py); a 400 naming `param` for a model without FIM tokens."""
+        """A fill-in-the-middle prompt (serving/fim.py; `repository`: its repo-level frame even
+        without extra chunks, as llama-server's /infill); a 400 naming `param` for a model
+        without FIM tokens."""
         fim = require(self.engine.info.fim, self.model_id, param)
         bos = self.engine.tokenize("", add_bos=True, special=False)  # [BOS] where the model adds one
 
         def plain(text: str) -> list[int]:
             return self.engine.tokenize(text, add_bos=False, special=False) if text else []
 
-        return layout(fim, plain, prefix=prefix, suffix=suffix, prompt=prompt, extra=extra, bos=bos[0] if bos else None, budget=budget)
+        return layout(
+            fim, plain, prefix=prefix, suffix=suffix, prompt=prompt, extra=extra, bos=bos[0] if bos else None, budget=budget,
+            repository=repository,
+        )
 
     async def encode_images(self, sources: Sequence[tuple[str, str]]) -> list[EncodedImage]:
         """Fetch (where allowed), decode and tokenize each (where, url) image of a request."""
