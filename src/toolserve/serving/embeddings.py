@@ -125,10 +125,12 @@ def admit(e: Embedder, limits: Limits) -> None:
         )
 
 
-async def embed(e: Embedder, tokens: list[list[int]], limits: Limits) -> np.ndarray:
-    """One L2-normalised float32 vector per token list, batched by the engine, within the
-    request's time (`--request-timeout`: 504; its work stops)."""
+async def embed(e: Embedder, tokens: list[list[int]], limits: Limits, *, normalise: bool = True) -> np.ndarray:
+    """One L2-normalised float32 vector per token list (`normalise` false: as pooled, a
+    reranker's scores), batched by the engine, within the request's time (`--request-timeout`:
+    504; its work stops)."""
     try:
-        return l2_normalise(await asyncio.wait_for(e.embed(tokens), limits.request_timeout))
+        rows = await asyncio.wait_for(e.embed(tokens), limits.request_timeout)
+        return l2_normalise(rows) if normalise else rows
     except (TimeoutError, asyncio.TimeoutError):  # the same class from Python 3.11 on
         raise RequestTimeout(f"The request took longer than the {limits.request_timeout:g} s limit.") from None
