@@ -25,8 +25,13 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
-# browser origins served from this machine: allowed unless --cors-origins names others
-LOCAL_ORIGINS = r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$"
+# origins allowed unless --cors-origins names others: pages served from this machine, and (as
+# Ollama allows by default) local apps and browser extensions, which no web site can pose as:
+# Obsidian (app://obsidian.md), Tauri apps, VS Code's webviews, extensions such as Page Assist
+LOCAL_ORIGINS = (
+    r"^(https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"
+    r"|(app|tauri|vscode-webview|vscode-file|chrome-extension|moz-extension|safari-web-extension)://[^/\s]+)$"
+)
 # the methods a web page may send cross-site that change nothing here (reads are guarded by CORS)
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 # what answers without the API key: health checks, metrics scrapers, the chat page (which asks
