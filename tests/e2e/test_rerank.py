@@ -1,5 +1,6 @@
 """Rerank end to end on a tiny random Qwen3 reranker converted by llama.cpp's converter
-(tests/textmodels/make_tiny_text.py: rank pooling, a yes/no head, the GGUF's rerank template):
+(tests/textmodels/make_tiny_text.py: rank pooling, a yes/no head, the GGUF's rerank template),
+and a tiny BERT cross-encoder (a one-logit head, pairs framed by its vocabulary's tokens):
 shapes, order by score, top_n, return_documents, the pairs' token counts against llama.cpp's own
 tokenizer, scores that do not depend on the batch, and the errors. Its scores are noise; the
 order is whatever they say, and checked against them."""
@@ -96,6 +97,30 @@ def test_listed_as_a_reranker(srv: Server) -> None:
 def test_errors(srv: Server, body: dict[str, Any], status: int, says: str) -> None:
     r = rerank(srv, **body)
     assert r.status_code == status and says in r.json()["error"]["message"], r.text
+
+
+def test_a_bert_cross_encoder_frames_pairs_with_its_own_tokens() -> None:
+    from llama_cpp import Llama
+
+    from tests.textmodels.make_tiny_text import build
+
+    path = str(build("bert-reranker"))
+    s = Server(["--ctx-size", "512", "--rerank-model", path])
+    try:
+        body = rerank(s).json()
+        results = body["results"]
+        scores = [x["relevance_score"] for x in results]
+        assert scores == sorted(scores, reverse=True) and all(0.0 < x < 1.0 for x in scores)  # a logit through a sigmoid
+        assert sorted(x["index"] for x in results) == list(range(len(DOCS)))
+        vocab = Llama(model_path=path, vocab_only=True, verbose=False)
+        framed_query = len(vocab.tokenize(QUERY.encode(), add_bos=True, special=False))  # [CLS] query [SEP]
+        # this vocabulary adds BOS and SEP, no EOS: llama-server frames a pair [CLS] query [SEP] document
+        expected = sum(framed_query + len(vocab.tokenize(d.encode(), add_bos=False, special=False)) for d in DOCS)
+        assert body["usage"]["prompt_tokens"] == expected
+        alone = rerank(s, documents=[DOCS[0]]).json()["results"][0]["relevance_score"]
+        assert alone == pytest.approx(next(x["relevance_score"] for x in results if x["index"] == 0), abs=1e-4)
+    finally:
+        s.stop()
 
 
 def test_a_chat_model_alone_says_how_to_start_a_reranker(server: Server) -> None:

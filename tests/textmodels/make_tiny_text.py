@@ -9,6 +9,9 @@ converts its model:
 - `reranker`: a Qwen3 reranker (Qwen3-Reranker's recipe): the converter sees "qwen3-reranker"
   in the folder's name and writes rank pooling, the classifier head (the rows of "yes" and "no"
   of the LM head) and the model's "rerank" prompt template into the GGUF.
+- `bert-reranker`: a BERT cross-encoder (BertForSequenceClassification, one label, a WordPiece
+  vocabulary), as BGE rerankers are: a one-logit head and no prompt template, so pairs are
+  framed by the vocabulary's own tokens ([CLS] query [SEP] document [SEP]).
 
 Their words are noise; the tests check the paths (prompt layout, token counts, order by score).
 Cached under ``~/.cache/toolserve-tests/tiny-text/<version-key>``; the key covers llama-cpp-python's
@@ -45,8 +48,11 @@ SPECIAL = {
     "reranker": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
 }
 # the folder name is what makes llama.cpp's converter write a reranker (Qwen3Model._is_qwen3_reranker)
-FOLDER = {"coder": "tiny-qwen2-coder", "reranker": "qwen3-reranker-tiny"}
-FILE = {"coder": "tiny-qwen2-coder-f16.gguf", "reranker": "tiny-qwen3-reranker-f16.gguf"}
+FOLDER = {"coder": "tiny-qwen2-coder", "reranker": "qwen3-reranker-tiny", "bert-reranker": "tiny-bert-reranker"}
+FILE = {"coder": "tiny-qwen2-coder-f16.gguf", "reranker": "tiny-qwen3-reranker-f16.gguf", "bert-reranker": "tiny-bert-reranker-f16.gguf"}
+# the pre-tokenizer each vocabulary was trained with, as llama.cpp names it (its hash is unknown to the converter)
+PRE = {"coder": "qwen2", "reranker": "qwen2", "bert-reranker": "jina-v2-en"}
+BERT_SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 
 CORPUS = """\
 def add(a, b):
@@ -109,11 +115,41 @@ def build_tokenizer(out_dir: Path, special: list[str]) -> int:
     return len(fast)
 
 
+def build_bert_tokenizer(out_dir: Path) -> int:
+    """A lower-casing WordPiece vocabulary, saved as a BertTokenizerFast; returns its size."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from transformers import BertTokenizerFast
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(vocab_size=400, min_frequency=1, special_tokens=BERT_SPECIAL, show_progress=False)
+    tok.train_from_iterator(CORPUS.splitlines(), trainer=trainer)
+    fast = BertTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", sep_token="[SEP]", pad_token="[PAD]", cls_token="[CLS]",
+                             mask_token="[MASK]", do_lower_case=True, model_max_length=512)  # fmt: skip
+    fast.save_pretrained(out_dir)
+    return len(fast)
+
+
 def build_hf(kind: str, out_dir: Path) -> None:
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
+    from transformers import (
+        BertConfig,
+        BertForSequenceClassification,
+        Qwen2Config,
+        Qwen2ForCausalLM,
+        Qwen3Config,
+        Qwen3ForCausalLM,
+    )
 
     out_dir.mkdir(parents=True, exist_ok=True)
+    if kind == "bert-reranker":
+        vocab = build_bert_tokenizer(out_dir)
+        torch.manual_seed(SEED)
+        config = BertConfig(vocab_size=vocab, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+                            max_position_embeddings=512, num_labels=1, architectures=["BertForSequenceClassification"])  # fmt: skip
+        BertForSequenceClassification(config).save_pretrained(out_dir, safe_serialization=True)
+        return
     vocab = build_tokenizer(out_dir, SPECIAL[kind])
     shape: dict[str, Any] = {
         "vocab_size": vocab, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
@@ -127,22 +163,22 @@ def build_hf(kind: str, out_dir: Path) -> None:
     model.save_pretrained(out_dir, safe_serialization=True)
 
 
-# convert_hf_to_gguf.main() from the sdist's own folder, its gguf-py first; our fresh BPE has no
-# known pre-tokenizer hash, so the lookup answers the pre-tokenizer it was trained with (qwen2)
+# convert_hf_to_gguf.main() from the sdist's own folder, its gguf-py first; our fresh vocabularies
+# have no known pre-tokenizer hash, so the lookup answers the pre-tokenizer each was trained with
 _RUNNER = """
 import sys
-llama_dir = sys.argv[1]
+llama_dir, pre = sys.argv[1], sys.argv[2]
 sys.path[:0] = [llama_dir, llama_dir + "/gguf-py"]
 import conversion.base
-conversion.base.TextModel.get_vocab_base_pre = lambda self, tokenizer: "qwen2"
+conversion.base.TextModel.get_vocab_base_pre = lambda self, tokenizer: pre
 import convert_hf_to_gguf
-sys.argv = ["convert_hf_to_gguf.py", *sys.argv[2:]]
+sys.argv = ["convert_hf_to_gguf.py", *sys.argv[3:]]
 convert_hf_to_gguf.main()
 """
 
 
 def build(kind: str, cache_dir: Path | None = None) -> Path:
-    """The GGUF of `kind` ("coder" or "reranker"), built into cache_dir if missing."""
+    """The GGUF of `kind` ("coder", "reranker" or "bert-reranker"), built into cache_dir if missing."""
     cache_dir = Path(cache_dir) if cache_dir is not None else _cache_root() / version_key()
     out = cache_dir / FILE[kind]
     if out.is_file():
@@ -158,7 +194,7 @@ def build(kind: str, cache_dir: Path | None = None) -> Path:
             partial = Path(tmp) / FILE[kind]
             env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
             env.pop("NO_LOCAL_GGUF", None)
-            proc = subprocess.run([sys.executable, "-c", _RUNNER, str(llama_dir), str(hf_dir), "--outfile", str(partial), "--outtype", "f16"],
+            proc = subprocess.run([sys.executable, "-c", _RUNNER, str(llama_dir), PRE[kind], str(hf_dir), "--outfile", str(partial), "--outtype", "f16"],
                                   env=env, capture_output=True, text=True)  # fmt: skip
             if proc.returncode != 0 or not partial.is_file():
                 raise RuntimeError(f"convert_hf_to_gguf failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
