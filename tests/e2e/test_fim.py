@@ -107,6 +107,10 @@ def test_suffix_on_ollama_generate(coder: Server, model: str) -> None:
     assert fim.response == raw.response == completion(coder, model, PREFIX, suffix=SUFFIX).choices[0].text
     streamed = "".join(p.response or "" for p in client.generate(model=model, prompt=PREFIX, suffix=SUFFIX, options=opts, stream=True))
     assert streamed == fim.response
+    # raw with a suffix is fill-in-the-middle too (no chat template either way)
+    assert client.generate(model=model, prompt=PREFIX, suffix=SUFFIX, raw=True, options=opts, stream=False).response == fim.response
+    # Continue reads ".Suffix" in the template to know a model fills in the middle
+    assert "{{ if .Suffix }}<|fim_prefix|>{{ .Prompt }}<|fim_suffix|>{{ .Suffix }}<|fim_middle|>" in (client.show(model).template or "")
 
 
 @pytest.mark.parametrize(

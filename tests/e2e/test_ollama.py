@@ -255,6 +255,7 @@ def test_images_on_the_vision_model() -> None:
         ("POST", "/api/generate", {"prompt": "x", "context": [1, 2]}, 400, "context"),
         ("POST", "/api/generate", {"prompt": "x", "suffix": "y"}, 400, "fill-in-the-middle"),
         ("POST", "/api/generate", {"prompt": "x", "raw": True, "system": "s"}, 400, "raw"),
+        ("POST", "/api/generate", {"prompt": "x", "raw": True, "suffix": "y"}, 400, "fill-in-the-middle"),
         ("GET", "/api/chat", None, 405, "Method Not Allowed"),
         ("POST", "/api/pull", {"model": "llama3.2"}, 400, "does not manage models"),
         ("POST", "/api/create", {"model": "m", "from": "llama3.2"}, 400, "does not manage models"),

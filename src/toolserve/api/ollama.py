@@ -230,8 +230,10 @@ def check_generate(req: oll.GenerateRequest) -> None:
             "send raw: true with a prompt you rendered yourself.",
             param="template",
         )
-    if req.raw and (req.system or req.suffix):
-        raise InvalidRequest("raw mode does not support system or suffix: the prompt is taken as it is.", param="raw")
+    if req.raw and req.system:
+        raise InvalidRequest("raw mode does not support system: the prompt is taken as it is.", param="raw")
+    # raw with a suffix is fill-in-the-middle: its prompt is no chat template either (Ollama would
+    # drop the suffix; a client sending both wants the completion between prompt and suffix)
     if (req.raw or req.suffix) and req.images:
         raise Unsupported("images need a templated prompt: leave out raw and suffix, or send them to /api/chat.", param="images")
 
