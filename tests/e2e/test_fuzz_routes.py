@@ -6,6 +6,7 @@ event too), and the server answers a plain request afterwards (issue 31)."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -123,6 +124,13 @@ def at(value: Any, path: tuple[Any, ...]) -> Any:
     return value
 
 
+def fresh(value: Any) -> Any:
+    """A copy of a drawn value: `sampled_from` hands out the same list or dict each time, and a
+    later mutation must neither change it for the next examples (Hypothesis then sees its data
+    change) nor put it inside itself (a cycle)."""
+    return copy.deepcopy(value)
+
+
 @st.composite
 def mutated(draw: st.DrawFn, base: dict[str, Any]) -> dict[str, Any]:
     """The valid body with one to three places changed: a hostile value put there, the key
@@ -133,11 +141,11 @@ def mutated(draw: st.DrawFn, base: dict[str, Any]) -> dict[str, Any]:
         target = at(body, path)
         action = draw(st.sampled_from(["replace", "replace", "replace", "delete", "extra", "type"]))
         if action == "replace" and path:
-            at(body, path[:-1])[path[-1]] = draw(HOSTILE)
+            at(body, path[:-1])[path[-1]] = fresh(draw(HOSTILE))
         elif action == "delete" and path and isinstance(at(body, path[:-1]), dict):
             del at(body, path[:-1])[path[-1]]
         elif action == "extra" and isinstance(target, dict):
-            target[draw(st.sampled_from(["type", "zzz", "id", "call_id", "content", "name"]))] = draw(HOSTILE)
+            target[draw(st.sampled_from(["type", "zzz", "id", "call_id", "content", "name"]))] = fresh(draw(HOSTILE))
         elif action == "type" and isinstance(target, dict):
             target["type"] = draw(st.sampled_from(["unknown_kind", "mcp_call", "input_image", "image", "document", "text"]))
     return body
