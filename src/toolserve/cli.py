@@ -41,6 +41,7 @@ from toolserve.types import Message, SamplingParams
 if TYPE_CHECKING:
     from toolserve.serving.embeddings import EmbeddingModel
     from toolserve.serving.registry import ModelRegistry, UpstreamModel
+    from toolserve.serving.rerank import RerankModel
 
 
 # request caps: Limits fields, each a `serve` flag of the same name
@@ -146,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-prompts", action="store_true", default=env_default("log_prompts", False), help="log each rendered prompt (off: logs never hold prompt text)")
     serve.add_argument("--no-web", action="store_true", default=env_default("no_web", False), help="do not serve the chat page at /")
     serve.add_argument("--embedding-model", metavar="PATH", action="append", default=[m for m in [env_default("embedding_model", None)] if m], help="an embedding GGUF (BERT-like, pooling in its header) served for /v1/embeddings only, as the id of its file stem; repeatable")
+    serve.add_argument("--rerank-model", metavar="PATH", action="append", default=[m for m in [env_default("rerank_model", None)] if m], help="a reranker GGUF (bge-reranker, Qwen3-Reranker, jina-reranker: a classification head) served for /v1/rerank only, as the id of its file stem; repeatable")
     serve.add_argument("--no-core-shares", action="store_true", default=env_default("no_core_shares", False), help="local engines (models, embeddings) busy at once keep all their threads even when those add up to more than the cores (by default they share the cores)")
     serve.add_argument("--max-body-mb", type=int, default=env_default("max_body_mb", ServerConfig.max_body_mb), help="largest request body accepted")
     chat = sub.add_parser("chat", help="chat with the model in the terminal")
@@ -198,7 +200,7 @@ def _core_shares(args: argparse.Namespace) -> None:
     threads = []
     for m in models:
         threads += [cores.threads(m.threads)] * (2 if m.embeddings else 1)
-    threads += [cores.threads(args.threads)] * len(args.embedding_model)
+    threads += [cores.threads(args.threads)] * (len(args.embedding_model) + len(args.rerank_model))
     cores.prepare(threads)
 
 
@@ -224,11 +226,15 @@ def _serve(args: argparse.Namespace) -> int:
         ),
     )
     from toolserve.modelfile import check_gguf
+    from toolserve.serving.rerank import check_reranker
 
     for path in args.embedding_model:  # a wrong path fails before the chat model loads
         check_gguf(path)
+    for path in args.rerank_model:
+        check_reranker(str(check_gguf(path)))
     registry = _models(args, limits)
     embedders = _embedding_models(args, registry.ids())
+    rerankers = _rerank_models(args, [*registry.ids(), *(m.id for m in embedders)])
     origins = [o.strip() for o in (args.cors_origins or "").split(",") if o.strip()]
     guard = GuardSettings(
         api_key=args.api_key or None,
@@ -237,7 +243,7 @@ def _serve(args: argparse.Namespace) -> int:
         origins=tuple(origins),
     )
     faults = os.environ.get("TOOLSERVE_TEST_FAULTS") == "1"  # test-only: POST /debug/engine-fault
-    app = create_app(registry, guard, origins, log_prompts=args.log_prompts, web=not args.no_web, embedding_models=embedders, test_faults=faults)
+    app = create_app(registry, guard, origins, log_prompts=args.log_prompts, web=not args.no_web, embedding_models=embedders, rerank_models=rerankers, test_faults=faults)
     grace = args.shutdown_grace
     # uvicorn waits for open connections up to its own timeout; ours aborts generations first,
     # so every stream still gets a final error event before the connection closes
@@ -252,7 +258,7 @@ def _serve(args: argparse.Namespace) -> int:
             # uvicorn re-raises the signal after a graceful stop; a finished drain exits 0
             getattr(self, "_captured_signals", []).clear()
 
-    names = ", ".join([*registry.ids(), *(m.id for m in embedders)]) or "the upstream's model"
+    names = ", ".join([*registry.ids(), *(m.id for m in embedders), *(m.id for m in rerankers)]) or "the upstream's model"
     root = f"http://{f'[{args.host}]' if ':' in args.host else args.host}:{args.port}"
     print(f"toolserve: serving {names} on {root}/v1", file=sys.stderr, flush=True)
     if not args.no_web:
@@ -261,28 +267,59 @@ def _serve(args: argparse.Namespace) -> int:
         Server(config).run(sockets=[sock])
     finally:
         registry.close()
-        for m in embedders:
-            m.embedder.close()
+        for e in [*(m.embedder for m in embedders), *(m.embedder for m in rerankers)]:
+            e.close()
     return 0
+
+
+def _repack(args: argparse.Namespace, first: str) -> bool:
+    """Whether an embedding or rerank model may repack weights: the host check on the bundled
+    model, as for generation models (serving/loader.py), else on `first`."""
+    from toolserve.engine.repack import decide_repack
+    from toolserve.errors import ModelLoadError
+    from toolserve.modelfile import bundled_model, check_gguf
+
+    try:
+        probe = str(bundled_model())
+    except ModelLoadError:
+        probe = str(check_gguf(first))
+    return decide_repack(args.no_repack, probe)
+
+
+def _rerank_models(args: argparse.Namespace, taken: list[str]) -> list[RerankModel]:
+    """--rerank-model PATH: each loaded now with llama.cpp's rank pooling, its id the file's stem."""
+    import llama_cpp
+
+    from toolserve.engine.embed import Embedder
+    from toolserve.modelfile import check_gguf
+    from toolserve.serving.loader import cpu_shares
+    from toolserve.serving.rerank import RerankModel
+
+    out: list[RerankModel] = []
+    repack = _repack(args, args.rerank_model[0]) if args.rerank_model else True
+    for path in args.rerank_model:
+        file = check_gguf(path)
+        if file.stem in taken or any(m.id == file.stem for m in out):
+            raise ToolserveError(f"--rerank-model {path}: the id '{file.stem}' is already served; rename the file")
+        embedder = Embedder.load(
+            str(file), n_ctx=args.ctx_size, n_threads=args.threads, repack=repack,
+            core_shares=cpu_shares(), pooling=llama_cpp.LLAMA_POOLING_TYPE_RANK,
+        )
+        out.append(RerankModel(file.stem, embedder))
+    return out
 
 
 def _embedding_models(args: argparse.Namespace, taken: list[str]) -> list[EmbeddingModel]:
     """--embedding-model PATH: each loaded now, its id the file's stem."""
     from toolserve.engine.embed import Embedder
-    from toolserve.engine.repack import decide_repack
-    from toolserve.errors import ModelLoadError
-    from toolserve.modelfile import bundled_model, check_gguf
+    from toolserve.modelfile import check_gguf
     from toolserve.serving.embeddings import EmbeddingModel
     from toolserve.serving.loader import cpu_shares
 
     out: list[EmbeddingModel] = []
     if not args.embedding_model:
         return out
-    try:  # the host check evaluates the bundled model, as for generation models (serving/loader.py)
-        probe = str(bundled_model())
-    except ModelLoadError:
-        probe = str(check_gguf(args.embedding_model[0]))
-    repack = decide_repack(args.no_repack, probe)
+    repack = _repack(args, args.embedding_model[0])
     for path in args.embedding_model:
         file = check_gguf(path)
         model_id = file.stem

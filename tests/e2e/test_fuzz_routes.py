@@ -6,6 +6,7 @@ event too), and the server answers a plain request afterwards (issue 31)."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -61,15 +62,39 @@ MESSAGES = {
 }
 COUNT = {k: v for k, v in MESSAGES.items() if k not in ("max_tokens", "temperature", "stop_sequences")}
 EMBEDDINGS = {"input": ["a cat", "a dog"], "encoding_format": "float"}
+OLLAMA_CHAT = {
+    "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "", "thinking": "A call.", "tool_calls": [{"function": {"name": "get_weather", "arguments": {"city": "Paris"}}}]},
+        {"role": "tool", "content": "sunny", "tool_name": "get_weather"},
+    ],
+    "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": WEATHER_SCHEMA}}],
+    "options": {"temperature": 0, "num_predict": 2, "top_k": 5, "top_p": 0.9, "seed": 7, "stop": ["\n\n"], "num_ctx": 400},
+    "keep_alive": "5m", "stream": False, "format": "",
+}
+OLLAMA_GENERATE = {"prompt": "Hello", "system": "Be brief.", "options": {"temperature": 0, "num_predict": 2}, "stream": False,
+                   "keep_alive": 300, "format": {"type": "object"}}
+OLLAMA_EMBED = {"input": ["a cat", "a dog"], "truncate": True}
+INFILL = {"input_prefix": "def f(x):\n", "input_suffix": "\n    return y\n", "input_extra": [{"filename": "a.py", "text": "import os\n"}],
+          "prompt": "    y =", "n_predict": 2, "temperature": 0, "stop": ["\n\n"], "seed": 7}
+RERANK = {"query": "capital of France", "documents": ["Paris", {"text": "a cat"}], "top_n": 1, "return_documents": True}
 
-# route -> (a valid body, whether it streams)
-ROUTES: dict[str, tuple[dict[str, Any], bool]] = {
-    "/v1/chat/completions": (CHAT, True),
-    "/v1/completions": (COMPLETION, True),
-    "/v1/responses": (RESPONSES, True),
-    "/v1/messages": (MESSAGES, True),
-    "/v1/messages/count_tokens": (COUNT, False),
-    "/v1/embeddings": (EMBEDDINGS, False),
+# route -> (a valid body, whether it streams, the server that serves it: SmolLM2; SmolLM2 on a short
+# context, where a mutation that takes the token limit away still ends soon on a busy machine; the
+# tiny coder beside the tiny reranker)
+ROUTES: dict[str, tuple[dict[str, Any], bool, str]] = {
+    "/v1/chat/completions": (CHAT, True, "srv"),
+    "/v1/completions": (COMPLETION, True, "short"),
+    "/v1/responses": (RESPONSES, True, "srv"),
+    "/v1/messages": (MESSAGES, True, "srv"),
+    "/v1/messages/count_tokens": (COUNT, False, "srv"),
+    "/v1/embeddings": (EMBEDDINGS, False, "srv"),
+    "/api/chat": (OLLAMA_CHAT, True, "short"),
+    "/api/generate": (OLLAMA_GENERATE, True, "short"),
+    "/api/embed": (OLLAMA_EMBED, False, "srv"),
+    "/infill": (INFILL, True, "coder"),
+    "/v1/rerank": (RERANK, False, "coder"),
 }
 
 # numbers that Python's JSON reader takes but JSON does not have: written in as raw text
@@ -101,6 +126,13 @@ def at(value: Any, path: tuple[Any, ...]) -> Any:
     return value
 
 
+def fresh(value: Any) -> Any:
+    """A copy of a drawn value: `sampled_from` hands out the same list or dict each time, and a
+    later mutation must neither change it for the next examples (Hypothesis then sees its data
+    change) nor put it inside itself (a cycle)."""
+    return copy.deepcopy(value)
+
+
 @st.composite
 def mutated(draw: st.DrawFn, base: dict[str, Any]) -> dict[str, Any]:
     """The valid body with one to three places changed: a hostile value put there, the key
@@ -111,11 +143,11 @@ def mutated(draw: st.DrawFn, base: dict[str, Any]) -> dict[str, Any]:
         target = at(body, path)
         action = draw(st.sampled_from(["replace", "replace", "replace", "delete", "extra", "type"]))
         if action == "replace" and path:
-            at(body, path[:-1])[path[-1]] = draw(HOSTILE)
+            at(body, path[:-1])[path[-1]] = fresh(draw(HOSTILE))
         elif action == "delete" and path and isinstance(at(body, path[:-1]), dict):
             del at(body, path[:-1])[path[-1]]
         elif action == "extra" and isinstance(target, dict):
-            target[draw(st.sampled_from(["type", "zzz", "id", "call_id", "content", "name"]))] = draw(HOSTILE)
+            target[draw(st.sampled_from(["type", "zzz", "id", "call_id", "content", "name"]))] = fresh(draw(HOSTILE))
         elif action == "type" and isinstance(target, dict):
             target["type"] = draw(st.sampled_from(["unknown_kind", "mcp_call", "input_image", "image", "document", "text"]))
     return body
@@ -133,19 +165,26 @@ def strict_json(text: str) -> Any:
 def check_error(route: str, status: int, body: Any, sent: str) -> None:
     if route.startswith("/v1/messages"):  # Anthropic's shape
         assert body["type"] == "error" and set(body["error"]) == {"type", "message"}, (status, body, sent[:300])
+    elif route.startswith("/api/"):  # Ollama's
+        assert set(body) == {"error"} and isinstance(body["error"], str), (status, body, sent[:300])
     else:
         assert set(body["error"]) == {"message", "type", "param", "code"}, (status, body, sent[:300])
 
 
 def check_stream(route: str, text: str, sent: str) -> None:
-    """Every event's data is standard JSON; an error event is in the protocol's shape."""
+    """Every event's data (an NDJSON line of Ollama's) is standard JSON; an error event is in
+    the protocol's shape."""
+    if route.startswith("/api/"):
+        lines = [strict_json(line) for line in text.splitlines()]
+        assert lines and all(set(x) == {"error"} or "done" in x for x in lines), (text[:300], sent[:300])
+        return
     events = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
     assert events, (text[:300], sent[:300])
     for data in events:
         if data == "[DONE]":
             continue
         event = strict_json(data)
-        if route == "/v1/chat/completions" or route == "/v1/completions":
+        if route in ("/v1/chat/completions", "/v1/completions", "/infill"):
             if "error" in event:
                 check_error(route, 200, event, sent)
         elif event.get("type") == "error" and route == "/v1/messages":
@@ -159,9 +198,26 @@ def srv() -> Iterator[Server]:
     s.stop()
 
 
+@pytest.fixture(scope="module")
+def short() -> Iterator[Server]:
+    s = Server(["--ctx-size", "448"])
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def coder() -> Iterator[Server]:
+    from tests.textmodels.make_tiny_text import build
+
+    s = Server(["--model", str(build("coder")), "--ctx-size", "1024", "--rerank-model", str(build("reranker"))])
+    yield s
+    s.stop()
+
+
 @pytest.mark.parametrize("route", list(ROUTES))
-def test_route_holds_under_hostile_bodies(srv: Server, route: str) -> None:
-    base, streams = ROUTES[route]
+def test_route_holds_under_hostile_bodies(request: pytest.FixtureRequest, route: str) -> None:
+    base, streams, which = ROUTES[route]
+    srv: Server = request.getfixturevalue(which)
     ok = httpx.post(f"{srv.url}{route}", json=base, timeout=60)
     assert ok.status_code == 200, ok.text[:500]  # the body the fuzz starts from is valid
 
@@ -175,7 +231,7 @@ def test_route_holds_under_hostile_bodies(srv: Server, route: str) -> None:
             sent = sent.replace(json.dumps(marker), raw)
         r = httpx.post(f"{srv.url}{route}", content=sent, headers={"content-type": "application/json"}, timeout=60)
         assert r.status_code < 500, (r.status_code, r.text[:300], sent[:300])
-        if r.headers.get("content-type", "").startswith("text/event-stream"):
+        if r.headers.get("content-type", "").startswith(("text/event-stream", "application/x-ndjson")):
             check_stream(route, r.text, sent)
             return
         answer = strict_json(r.text)

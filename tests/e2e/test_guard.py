@@ -70,3 +70,29 @@ def test_request_id_header(server: Server) -> None:
     a = httpx.get(f"{server.url}/health").headers["x-request-id"]
     b = httpx.post(f"{server.url}/v1/chat/completions", json={"messages": []}).headers["x-request-id"]
     assert a.startswith("req_") and b.startswith("req_") and a != b
+
+
+def test_the_new_routes_need_the_key_and_answer_in_their_shape(keyed: Server) -> None:
+    """Ollama's routes, /infill and /v1/rerank are guarded like /v1: the key, Ollama's error shape on /api/*."""
+    r = httpx.post(f"{keyed.url}/api/chat", json={"messages": [{"role": "user", "content": "hi"}]})
+    assert r.status_code == 401 and set(r.json()) == {"error"} and "API key" in r.json()["error"]
+    for path in ("/api/tags", "/api/ps"):
+        assert httpx.get(f"{keyed.url}{path}").status_code == 401
+    for path in ("/infill", "/v1/rerank", "/rerank", "/api/embed", "/api/show"):
+        assert httpx.post(f"{keyed.url}{path}", json={}).status_code == 401
+    assert httpx.get(f"{keyed.url}/api/version").status_code == 200  # clients probe it to find the server
+    import ollama
+
+    client = ollama.Client(host=keyed.url, headers={"Authorization": "Bearer s3cret"})
+    assert client.chat(model="SmolLM2-135M-Instruct.Q4_1", messages=[{"role": "user", "content": "hi"}], options={"num_predict": 2}).done
+    assert [m.model for m in client.list().models] == ["SmolLM2-135M-Instruct.Q4_1:latest"]
+
+
+def test_origins_on_ollamas_routes(server: Server) -> None:
+    body = {"prompt": "", "keep_alive": "5m"}  # a load call: what a page elsewhere should not be able to send
+    bad = httpx.post(f"{server.url}/api/generate", json=body, headers={"Origin": "https://evil.example.com"})
+    assert bad.status_code == 403 and set(bad.json()) == {"error"} and "--cors-origins" in bad.json()["error"]
+    for app in ("app://obsidian.md", "vscode-webview://abc123", "http://localhost:3000"):  # Ollama's defaults, and ours
+        assert httpx.post(f"{server.url}/api/generate", json=body, headers={"Origin": app}).status_code == 200
+    pre = {"Origin": "app://obsidian.md", "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type"}
+    assert httpx.options(f"{server.url}/api/chat", headers=pre).headers.get("access-control-allow-origin") == "app://obsidian.md"

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from toolserve.api.errors import REQUEST_ID, error_of, unexpected_error
+from toolserve.api.errors import REQUEST_ID, error_body, error_of, shaped, status_for, unexpected_error
 from toolserve.api.guard import GuardSettings, needs_key
 from toolserve.api.schemas import NONFINITE_ERROR, SURROGATE_ERROR, first_invalid
 from toolserve.errors import EngineFailure, InvalidRequest, described, log_failure
@@ -21,6 +21,10 @@ from toolserve.errors import EngineFailure, InvalidRequest, described, log_failu
         ("http://[::1]:5173", "127.0.0.1:8000", (), True),
         ("https://evil.example.com", "127.0.0.1:8000", (), False),
         ("null", "127.0.0.1:8000", (), False),  # a sandboxed frame or a file page
+        ("app://obsidian.md", "127.0.0.1:8000", (), True),  # local apps and extensions, as Ollama allows them
+        ("vscode-webview://1a2b3c", "127.0.0.1:8000", (), True),
+        ("chrome-extension://jfgfiigpkhlkbnfnbobbkinehhfdhndo", "127.0.0.1:8000", (), True),
+        ("app://obsidian.md.evil.com/x", "127.0.0.1:8000", (), False),
         ("http://localhost.evil.com", "127.0.0.1:8000", (), False),
         ("http://127.0.0.1:8000.evil.com", "127.0.0.1:8000", (), False),
         ("https://app.example.org", "127.0.0.1:8000", ("https://app.example.org",), True),
@@ -35,6 +39,7 @@ def test_origin_allowed(origin: str, host: str, origins: tuple[str, ...], allowe
 @pytest.mark.parametrize(
     ("path", "needed"),
     [("/v1/chat/completions", True), ("/tokenize", True), ("/detokenize", True), ("/debug/engine-fault", True),
+     ("/api/chat", True), ("/api/tags", True), ("/infill", True), ("/v1/rerank", True), ("/rerank", True), ("/api/version", False),
      ("/health", False), ("/metrics", False), ("/", False), ("/web/app.js", False), ("/openapi.json", False)],
 )
 def test_which_paths_need_the_key(path: str, needed: bool) -> None:
@@ -54,6 +59,19 @@ def test_which_paths_need_the_key(path: str, needed: bool) -> None:
 )
 def test_first_invalid(body: object, found: tuple[str, str] | None) -> None:
     assert first_invalid(body) == found
+
+
+@pytest.mark.parametrize(("path", "status", "shaped"), [
+    ("/api/chat", 429, 503), ("/api/chat", 400, 400), ("/v1/chat/completions", 429, 429), ("/v1/messages", 429, 429)])
+def test_ollama_answers_a_full_queue_with_503(path: str, status: int, shaped: int) -> None:
+    assert status_for(path, status) == shaped
+
+
+def test_error_shapes_by_route() -> None:
+    body = error_body("bad", "invalid_request_error", "x", "c")
+    assert shaped("/api/generate", 400, body) == {"error": "bad"}
+    assert shaped("/v1/messages", 400, body) == {"type": "error", "error": {"type": "invalid_request_error", "message": "bad"}}
+    assert shaped("/infill", 400, body) == shaped("/v1/rerank", 400, body) == body
 
 
 def test_first_invalid_reads_any_depth_without_recursion() -> None:

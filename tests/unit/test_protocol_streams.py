@@ -26,6 +26,7 @@ from tests.unit.formats.test_formats_conformance import APPLICABLE, IDS
 from tests.unit.test_anthropic_stream import accumulate, check_protocol, comparable
 from toolserve.api.anthropic import MessagesRun
 from toolserve.api.chat import ChatRun
+from toolserve.api.ollama import OllamaRun
 from toolserve.api.responses import ResponseRun
 from toolserve.api.responses_input import ResponsesRequest, ToolNames
 from toolserve.api.responses_store import ResponseStore
@@ -181,6 +182,34 @@ def chat_run(pieces: list[list[Delta]]) -> ChatRun:
     return ChatRun(FakeConversation(pieces), req)  # type: ignore[arg-type]
 
 
+# ---- Ollama ----------------------------------------------------------------------------------
+
+
+def reduce_ollama(chunks: list[Json]) -> Json:
+    """Fold Ollama's chat chunks as its clients do: content and thinking appended, each chunk's
+    tool calls added to the list, the last (done) chunk's counters kept."""
+    msg: Json = {"role": "assistant", "content": "", "thinking": "", "tool_calls": []}
+    assert [c["done"] for c in chunks] == [False] * (len(chunks) - 1) + [True]
+    for c in chunks:
+        m = c["message"]
+        assert m["role"] == "assistant" and isinstance(m["content"], str)
+        msg["content"] += m["content"]
+        msg["thinking"] += m.get("thinking", "")
+        msg["tool_calls"] += m.get("tool_calls", [])
+    last = {k: v for k, v in chunks[-1].items() if k not in ("message", "created_at", "total_duration")}
+    return {**last, "message": msg}
+
+
+def ollama_whole(body: Json) -> Json:
+    m = body["message"]
+    out = {k: v for k, v in body.items() if k not in ("message", "created_at", "total_duration")}
+    return {**out, "message": {"role": m["role"], "content": m["content"], "thinking": m.get("thinking", ""), "tool_calls": m.get("tool_calls", [])}}
+
+
+def ollama_run(pieces: list[list[Delta]]) -> OllamaRun:
+    return OllamaRun(FakeConversation(pieces).choice(0), "m:latest", 0.0, 0.0, chat=True)
+
+
 @pytest.mark.parametrize(("fmt_id", "name", "case"), APPLICABLE, ids=IDS)
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
@@ -208,6 +237,15 @@ def test_streams_rebuild_the_whole_response(fmt_id: str, name: str, case: Case, 
     assert "".join(b["text"] for b in blocks if b["type"] == "text") == case.content
     assert "".join(b["thinking"] for b in blocks if b["type"] == "thinking") == case.reasoning
     assert tuple((b["name"], b["input"]) for b in blocks if b["type"] == "tool_use") == expected_calls
+
+    folded = reduce_ollama(collect(ollama_run(split).stream()))
+    whole_ollama = ollama_whole(asyncio.run(ollama_run(whole).complete()))
+    assert strip_ids(folded) == strip_ids(whole_ollama)
+    m = whole_ollama["message"]
+    assert (m["content"], m["thinking"]) == (case.content, case.reasoning)
+    assert tuple((c["function"]["name"], c["function"]["arguments"]) for c in m["tool_calls"]) == expected_calls
+    assert [c["function"]["index"] for c in m["tool_calls"]] == list(range(len(expected_calls)))
+    assert whole_ollama["prompt_eval_count"] == 7 and whole_ollama["eval_count"] == 5
 
 
 @pytest.mark.parametrize(("reason", "status", "incomplete"), [("stop", "completed", None), ("length", "incomplete", {"reason": "max_output_tokens"})])

@@ -9,7 +9,20 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from toolserve import __version__
-from toolserve.api import anthropic, chat, completions, embeddings, metrics, misc, responses
+from toolserve.api import (
+    anthropic,
+    chat,
+    completions,
+    embeddings,
+    infill,
+    metrics,
+    misc,
+    ollama,
+    ollama_embed,
+    ollama_models,
+    rerank,
+    responses,
+)
 from toolserve.api.errors import install_error_handlers
 from toolserve.api.guard import LOCAL_ORIGINS, Guard, GuardSettings
 from toolserve.api.metrics import Metrics
@@ -18,6 +31,7 @@ from toolserve.api.web import web_router
 from toolserve.serving.embeddings import EmbeddingModel
 from toolserve.serving.pipeline import Pipeline
 from toolserve.serving.registry import ModelRegistry
+from toolserve.serving.rerank import RerankModel
 
 
 def create_app(
@@ -28,12 +42,14 @@ def create_app(
     log_prompts: bool = False,
     web: bool = True,
     embedding_models: Sequence[EmbeddingModel] = (),
+    rerank_models: Sequence[RerankModel] = (),
     test_faults: bool = False,
 ) -> FastAPI:
     """Build the HTTP app around a loaded pipeline, or a registry of models (no globals: tests
     pass their own). The registry's background work (upstream health, idle unloading) runs
     for the app's lifetime. `web`: the chat page at / (api/web.py). `embedding_models`: models
-    served for /v1/embeddings only (--embedding-model). `test_faults`: the test-only
+    served for /v1/embeddings only (--embedding-model); `rerank_models`, for /v1/rerank only
+    (--rerank-model). `test_faults`: the test-only
     POST /debug/engine-fault (the environment's TOOLSERVE_TEST_FAULTS=1)."""
     registry = models if isinstance(models, ModelRegistry) else ModelRegistry.single(models)
 
@@ -50,9 +66,10 @@ def create_app(
     app.state.metrics = Metrics(registry)
     app.state.responses = ResponseStore()
     app.state.embedding_models = {m.id: m for m in embedding_models}
+    app.state.rerank_models = {m.id: m for m in rerank_models}
     app.state.log_prompts = log_prompts  # off by default: logs never hold prompt text unless asked
     install_error_handlers(app)
-    for module in (chat, completions, responses, anthropic, embeddings, misc, metrics):
+    for module in (chat, completions, responses, anthropic, embeddings, rerank, infill, ollama, ollama_embed, ollama_models, misc, metrics):
         app.include_router(module.router)
     if web:
         app.include_router(web_router())
@@ -66,5 +83,6 @@ def create_app(
         app.add_middleware(
             CORSMiddleware, allow_origin_regex=LOCAL_ORIGINS, allow_methods=["*"], allow_headers=["*"]
         )
+    app.add_middleware(ollama.JsonBodies)
     app.add_middleware(Guard, settings=guard or GuardSettings(), on_response=app.state.metrics.count_request)
     return app

@@ -29,7 +29,8 @@ router = APIRouter()
 
 
 def _prompts(pipe: Pipeline, req: CompletionRequest) -> list[tuple[str, list[int]]]:
-    """(echo text, tokens) for each prompt in the request."""
+    """(echo text, tokens) for each prompt in the request; with a `suffix`, the model's
+    fill-in-the-middle prompt of each (serving/fim.py)."""
     raw = req.prompt
     if isinstance(raw, str):
         items: list[str | list[int]] = [raw]
@@ -40,7 +41,11 @@ def _prompts(pipe: Pipeline, req: CompletionRequest) -> list[tuple[str, list[int
     n_vocab = pipe.engine.info.n_vocab
     out = []
     for i, item in enumerate(items):
-        if isinstance(item, str):
+        if isinstance(item, str) and req.suffix:  # fill-in-the-middle: the answer goes between prompt and suffix
+            out.append((item, pipe.fim_prompt(prefix=item, suffix=req.suffix, param="suffix").tokens))
+        elif req.suffix:
+            raise InvalidRequest("suffix (fill-in-the-middle) needs text prompts, not token ids.", param="prompt")
+        elif isinstance(item, str):
             out.append((item, pipe.tokenize_prompt(item)))
         else:
             if any(t >= n_vocab or t < 0 for t in item):

@@ -224,7 +224,7 @@ def check_chat_features(req: ChatCompletionRequest) -> None:
 
 
 def check_completion_features(req: CompletionRequest) -> None:
-    if req.suffix:
-        raise Unsupported("suffix (fill-in-the-middle) is not supported.", param="suffix")
+    if req.suffix and req.echo:
+        raise InvalidRequest("echo is not compatible with suffix: the prompt is not the start of the answer.", param="echo")
     if req.best_of is not None and req.best_of != req.n:
         raise Unsupported("best_of different from n is not supported.", param="best_of")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -31,11 +33,19 @@ def embedder_of(pipe: Any) -> Embedder | None:
 
 @router.post("/v1/embeddings")
 async def embeddings(req: EmbeddingRequest, request: Request, registry: RegistryDep) -> dict[str, Any]:
+    async with embedder_for(request, registry, req.model) as (model_id, e):
+        return await _answer(req, request, model_id, e, registry.limits)
+
+
+@contextlib.asynccontextmanager
+async def embedder_for(request: Request, registry: ModelRegistry, name: str | None) -> AsyncIterator[tuple[str, Embedder]]:
+    """The model that embeds for `name` (an --embedding-model, or a model started with
+    --embeddings, held so it is not unloaded meanwhile): its id and its embedder."""
     own = embedding_models(request)
-    name = req.model
     if name in own or (not name and own and not _default_embeds(registry)):
         m = own[name] if name else next(iter(own.values()))
-        return await _answer(req, request, m.id, m.embedder, registry.limits)
+        yield m.id, m.embedder
+        return
     entry = _resolve(registry, name, own)
     if not isinstance(entry, LocalModel):
         raise Unsupported(f"The model '{entry.model_id}' cannot embed here: an upstream server runs it.", param="model")
@@ -56,7 +66,7 @@ async def embeddings(req: EmbeddingRequest, request: Request, registry: Registry
                 f"embeddings: true), or serve an embedding model beside it with --embedding-model PATH.{hint}",
                 param="model",
             )
-        return await _answer(req, request, entry.id, e, registry.limits)
+        yield entry.id, e
 
 
 def _default_embeds(registry: ModelRegistry) -> bool:

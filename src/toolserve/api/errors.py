@@ -1,5 +1,5 @@
-"""The one place where exceptions become error responses: OpenAI's shape, or Anthropic's on
-the Messages API's routes."""
+"""The one place where exceptions become error responses: OpenAI's shape, Anthropic's on the
+Messages API's routes, Ollama's (`{"error": "..."}`) on its /api/* routes."""
 
 from __future__ import annotations
 
@@ -61,9 +61,23 @@ def anthropic_error(status: int, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
+def is_ollama(path: str) -> bool:
+    return path.startswith("/api/")
+
+
 def shaped(path: str, status: int, body: dict[str, Any]) -> dict[str, Any]:
     """An OpenAI error body in the shape of the protocol that `path` belongs to."""
-    return anthropic_error(status, body["error"]["message"]) if is_anthropic(path) else body
+    if is_anthropic(path):
+        return anthropic_error(status, body["error"]["message"])
+    if is_ollama(path):
+        return {"error": body["error"]["message"]}
+    return body
+
+
+def status_for(path: str, status: int) -> int:
+    """The protocol's status for one of ours: Ollama answers a full queue with 503 (its
+    ErrMaxQueue), where OpenAI's and Anthropic's clients expect 429."""
+    return 503 if status == 429 and is_ollama(path) else status
 
 
 _FIELD = re.compile(r"^[a-z_][a-z0-9_]*$")
@@ -110,7 +124,8 @@ def _validation_response(exc: RequestValidationError) -> tuple[dict[str, Any], i
 
 def install_error_handlers(app: FastAPI) -> None:
     def reply(request: Request, body: dict[str, Any], status: int, headers: dict[str, str] | None = None) -> JSONResponse:
-        return JSONResponse(shaped(request.url.path, status, body), status, headers=headers)
+        path = request.url.path
+        return JSONResponse(shaped(path, status, body), status_for(path, status), headers=headers)
 
     @app.exception_handler(ToolserveError)
     async def _ours(request: Request, exc: ToolserveError) -> JSONResponse:

@@ -25,13 +25,19 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
-# browser origins served from this machine: allowed unless --cors-origins names others
-LOCAL_ORIGINS = r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?$"
+# origins allowed unless --cors-origins names others: pages served from this machine, and (as
+# Ollama allows by default) local apps and browser extensions, which no web site can pose as:
+# Obsidian (app://obsidian.md), Tauri apps, VS Code's webviews, extensions such as Page Assist
+LOCAL_ORIGINS = (
+    r"^(https?://(localhost|127\.0\.0\.1|\[::1\])(:\d+)?"
+    r"|(app|tauri|vscode-webview|vscode-file|chrome-extension|moz-extension|safari-web-extension)://[^/\s]+)$"
+)
 # the methods a web page may send cross-site that change nothing here (reads are guarded by CORS)
 SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 # what answers without the API key: health checks, metrics scrapers, the chat page (which asks
-# for the key itself) and the API's own description; every route that computes needs the key
-OPEN_PATHS = {"/health", "/metrics", "/", "/favicon.ico", "/openapi.json", "/docs", "/redoc"}
+# for the key itself), the API's own description and Ollama's version (clients probe it to find
+# the server); every route that computes needs the key
+OPEN_PATHS = {"/health", "/metrics", "/", "/favicon.ico", "/openapi.json", "/docs", "/redoc", "/api/version"}
 
 
 def needs_key(path: str) -> bool:

@@ -89,7 +89,8 @@ def card(entry: Entry) -> dict[str, Any]:
 async def list_models(registry: RegistryDep, request: Request) -> dict[str, Any]:
     served = [card(e) for e in registry.entries if e.model_id is not None]
     embedding_only = [m.card() for m in getattr(request.app.state, "embedding_models", {}).values()]
-    return {"object": "list", "data": served + embedding_only}
+    rerankers = [m.card() for m in getattr(request.app.state, "rerank_models", {}).values()]
+    return {"object": "list", "data": served + embedding_only + rerankers}
 
 
 @router.post("/v1/models/{model_id:path}/unload")

@@ -1,4 +1,4 @@
-"""SSE framing and client-disconnect handling shared by the routes."""
+"""SSE and NDJSON framing and client-disconnect handling shared by the routes."""
 
 from __future__ import annotations
 
@@ -34,13 +34,41 @@ def sse_response(
     *,
     named: bool = False,
     error: Callable[[ToolserveError], dict[str, Any]] = error_of,
+    done: bool = True,
 ) -> StreamingResponse:
-    """Frame chunks as SSE; chat completions (unnamed events) end with [DONE]. A failure
-    mid-stream becomes an error event (`error` shapes it). `on_close` runs once the stream is
-    over, and again (it must be idempotent) after the response, which covers a client that
-    left before the stream began."""
+    """Frame chunks as SSE; chat completions (unnamed events) end with [DONE] (unless `done`
+    is false: llama-server's own /infill stream has none). A failure mid-stream becomes an
+    error event (`error` shapes it). `on_close` runs once the stream is over, and again (it
+    must be idempotent) after the response, which covers a client that left before the
+    stream began."""
     frame = sse_event if named else sse
+    tail = "data: [DONE]\n\n" if done and not named else None
+    return _framed(chunks, frame, tail, "text/event-stream", on_close, error)
 
+
+def ndjson(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False) + "\n"
+
+
+def ndjson_response(
+    chunks: AsyncIterator[dict[str, Any]],
+    on_close: Callable[[], None] | None = None,
+    *,
+    error: Callable[[ToolserveError], dict[str, Any]] = error_of,
+) -> StreamingResponse:
+    """Frame chunks as newline-delimited JSON (Ollama's streams): one object a line, a failure
+    mid-stream as one more line holding the error (`error` shapes it)."""
+    return _framed(chunks, ndjson, None, "application/x-ndjson", on_close, error)
+
+
+def _framed(
+    chunks: AsyncIterator[dict[str, Any]],
+    frame: Callable[[dict[str, Any]], str],
+    tail: str | None,
+    media_type: str,
+    on_close: Callable[[], None] | None,
+    error: Callable[[ToolserveError], dict[str, Any]],
+) -> StreamingResponse:
     async def body() -> AsyncIterator[str]:
         try:
             async for chunk in chunks:
@@ -53,12 +81,12 @@ def sse_response(
             await chunks.aclose()  # type: ignore[attr-defined]
             if on_close is not None:
                 on_close()
-        if not named:
-            yield "data: [DONE]\n\n"
+        if tail is not None:
+            yield tail
 
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
     background = BackgroundTask(on_close) if on_close is not None else None
-    return StreamingResponse(body(), media_type="text/event-stream", headers=headers, background=background)
+    return StreamingResponse(body(), media_type=media_type, headers=headers, background=background)
 
 
 async def unless_disconnected(request: Request, work: Awaitable[T], poll: float = 0.2) -> T:

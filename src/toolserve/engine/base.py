@@ -43,6 +43,19 @@ class Placement:
 
 
 @dataclass(frozen=True)
+class FimTokens:
+    """A code model's fill-in-the-middle tokens, as its GGUF declares them (llama.cpp's vocab
+    finds them by name too: <|fim_prefix|>, <PRE>, <fim_prefix>, ...). `rep` and `sep` (a
+    repository's name, a file's start) only where the model was trained with repository context."""
+
+    pre: int
+    suf: int
+    mid: int
+    rep: int | None = None
+    sep: int | None = None
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     path: str
     architecture: str
@@ -57,6 +70,7 @@ class ModelInfo:
     vision: bool = False  # a multimodal projector is loaded: prompts may hold images
     repack: bool = True  # llama.cpp may repack weights into extra buffer types (AMX, CPU_REPACK)
     placement: Placement | None = None
+    fim: FimTokens | None = None  # None: the model cannot fill in the middle
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,8 @@ POOLING_NAMES = {
     llama_cpp.LLAMA_POOLING_TYPE_MEAN: "mean",
     llama_cpp.LLAMA_POOLING_TYPE_CLS: "cls",
     llama_cpp.LLAMA_POOLING_TYPE_LAST: "last",
+    # a reranker's classifier head: n_cls_out scores per sequence (llama.cpp's rank pooling)
+    llama_cpp.LLAMA_POOLING_TYPE_RANK: "rank",
 }
 MAX_SEQS = 64  # inputs pooled in one decode (llama.cpp's n_seq_max)
 CAUSAL_UBATCH = 512  # micro-batch of a causal model pooled by its last token
@@ -103,6 +105,7 @@ class Embedder:
         train = llama_cpp.llama_model_n_ctx_train(model)
         self.n_ctx = min(n_ctx, train) if train > 0 else n_ctx  # longest input, in tokens
         arch = _meta(model, "general.architecture") or ""
+        self.architecture = arch
         causal = _meta(model, f"{arch}.attention.causal") != "false"  # BERT-like encoders say false
         if pooling is None:
             header = _meta(model, f"{arch}.pooling_type")
@@ -115,12 +118,16 @@ class Embedder:
             self._free_model()
             raise ModelLoadError(f"{path}: pooling type {pooling} gives no embedding per input (mean, cls or last are supported)")
         self.pooling = POOLING_NAMES[pooling]
+        if pooling == llama_cpp.LLAMA_POOLING_TYPE_RANK:  # one score per classifier label, not a vector
+            self.dimensions = max(1, llama_cpp.llama_model_n_cls_out(model))
+        template = llama_cpp.llama_model_chat_template(model, b"rerank")
+        self.rerank_template: str | None = template.decode("utf-8", "replace") if template else None
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = params.n_batch = self.n_ctx
         # llama.cpp pools a sequence whole only within one micro-batch; the last token of a causal
         # model is right whatever the split (its KV holds the rest), so there micro-batches stay
         # small: an n_ctx-token one costs SmolLM2 786 MB of compute buffer at 4096
-        split = causal and pooling == llama_cpp.LLAMA_POOLING_TYPE_LAST
+        split = causal and pooling in (llama_cpp.LLAMA_POOLING_TYPE_LAST, llama_cpp.LLAMA_POOLING_TYPE_RANK)
         params.n_ubatch = min(self.n_ctx, CAUSAL_UBATCH) if split else self.n_ctx
         params.n_seq_max = MAX_SEQS
         params.n_threads = params.n_threads_batch = n_threads
@@ -141,9 +148,13 @@ class Embedder:
         self._worker.start()
 
     @classmethod
-    def load(cls, path: str, *, n_ctx: int, n_threads: int | None = None, repack: bool = True, core_shares: str | None = None) -> Embedder:
-        """An embedding model of its own (a GGUF with pooling in its header, e.g. BERT).
-        `repack`: as for the generation model (engine/repack.py: off where it faults)."""
+    def load(
+        cls, path: str, *, n_ctx: int, n_threads: int | None = None, repack: bool = True, core_shares: str | None = None,
+        pooling: int | None = None,
+    ) -> Embedder:
+        """An embedding model of its own (a GGUF with pooling in its header, e.g. BERT), or with
+        `pooling` LLAMA_POOLING_TYPE_RANK a reranker. `repack`: as for the generation model
+        (engine/repack.py: off where it faults)."""
         from llama_cpp import _logger
 
         _logger.set_verbose(False)  # llama.cpp's load chatter stays out of the server's log, as for the generation model
@@ -153,12 +164,24 @@ class Embedder:
         model = llama_cpp.llama_model_load_from_file(path.encode(), params)
         if not model:
             raise ModelLoadError(f"cannot load embedding model {path}")
-        return cls(model, n_ctx=n_ctx, n_threads=cores.threads(n_threads), owns_model=True, path=path, core_shares=core_shares)
+        return cls(model, n_ctx=n_ctx, n_threads=cores.threads(n_threads), owns_model=True, path=path, core_shares=core_shares, pooling=pooling)
 
     # -- vocabulary -------------------------------------------------------------------------------
     def tokenize(self, text: str) -> list[int]:
         """The input's tokens with the model's own special tokens around it (BERT: [CLS] .. [SEP])."""
         return self.vocab.tokenize(text, add_bos=True, special=False)
+
+    def special_tokens(self) -> dict[str, int | None]:
+        """The BOS, EOS and SEP tokens the model's inputs are framed with (None: it adds none)."""
+        v, null = self.vocab.vocab, llama_cpp.LLAMA_TOKEN_NULL
+        eos = llama_cpp.llama_vocab_eos(v)
+        eos = llama_cpp.llama_vocab_sep(v) if eos == null else eos  # as llama-server, SEP where there is no EOS
+        found = {
+            "bos": llama_cpp.llama_vocab_bos(v) if llama_cpp.llama_vocab_get_add_bos(v) else null,
+            "eos": eos if llama_cpp.llama_vocab_get_add_eos(v) else null,
+            "sep": llama_cpp.llama_vocab_sep(v) if llama_cpp.llama_vocab_get_add_sep(v) else null,
+        }
+        return {k: None if t == null else int(t) for k, t in found.items()}
 
     # -- requests ---------------------------------------------------------------------------------
     async def embed(self, inputs: Sequence[Sequence[int]]) -> np.ndarray:

@@ -297,6 +297,7 @@ class LlamaCppEngine:
             vision=self._mtmd is not None,
             repack=bool(self._llm.model_params.use_extra_bufts),
             placement=where,
+            fim=self.vocab.fim_tokens(),
         )
         self.stats = EngineStats()
         self.cache = PromptCache(cache_ram_mb * 1024 * 1024) if cache_ram_mb > 0 else None

@@ -17,6 +17,7 @@ from typing import Any
 
 import llama_cpp
 
+from toolserve.engine.base import FimTokens
 from toolserve.engine.slots import Turns
 from toolserve.errors import EngineFailure, ModelLoadError
 
@@ -64,6 +65,19 @@ class VocabView:
         """Every control token (`<|im_start|>`, `<start_of_turn>`, ...), in id order."""
         control = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
         return [t for t in range(self.n_vocab) if llama_cpp.llama_vocab_get_attr(self.vocab, t) & control]
+
+    def fim_tokens(self) -> FimTokens | None:
+        """The fill-in-the-middle tokens, or None where prefix, suffix or middle is missing."""
+        null = llama_cpp.LLAMA_TOKEN_NULL
+
+        def get(name: str) -> int | None:
+            token = getattr(llama_cpp, f"llama_vocab_fim_{name}")(self.vocab)
+            return None if token == null else int(token)
+
+        pre, suf, mid = get("pre"), get("suf"), get("mid")
+        if pre is None or suf is None or mid is None:
+            return None
+        return FimTokens(pre, suf, mid, get("rep"), get("sep"))
 
     def turns(self) -> Turns:
         """How this vocabulary's chat turns end and open (where the engine ends prompt chunks)."""

@@ -20,7 +20,7 @@ from toolserve.formats.base import Format
 from toolserve.serving.chat import ChatOptions, OutputShaper
 from toolserve.serving.pipeline import EncodedImage, Finish, Limits, Piece, Pipeline, Ticket, choice_params
 from toolserve.serving.registry import LocalModel, ModelRegistry
-from toolserve.types import Delta, Message, SamplingParams, TokenLogprob
+from toolserve.types import ContentDelta, Delta, Message, SamplingParams, TokenLogprob
 
 ResponseSchema = tuple[str, dict[str, Any] | None]  # ("json_object", None) or ("json_schema", schema)
 
@@ -49,15 +49,38 @@ class ChatRequest:
     param_names: Mapping[str, str] = field(default_factory=dict)
     # the sampling fields the client set; the others may take the server's defaults
     sampling_set: frozenset[str] = frozenset()
+    # the context this request may use (Ollama's num_ctx), at most the model's; None: the model's
+    context_limit: int | None = None
 
 
 def with_defaults(req: ChatRequest, limits: Limits) -> ChatRequest:
     """The server's sampling defaults (`serve --temperature ...`) for the fields the client left out."""
-    fill = {k: v for k, v in limits.sampling_defaults.items() if k not in req.sampling_set}
+    sampling = server_defaults(req.sampling, req.sampling_set, limits)
+    return req if sampling is req.sampling else dataclasses.replace(req, sampling=sampling)
+
+
+def server_defaults(sampling: SamplingParams, given: frozenset[str], limits: Limits) -> SamplingParams:
+    """`sampling` with the server's defaults for the fields not in `given` (the client's own)."""
+    fill = {k: v for k, v in limits.sampling_defaults.items() if k not in given}
     if not fill:
-        return req
+        return sampling
     typed = {k: int(v) if k == "top_k" else float(v) for k, v in fill.items()}
-    return dataclasses.replace(req, sampling=dataclasses.replace(req.sampling, **typed))  # type: ignore[arg-type]
+    return dataclasses.replace(sampling, **typed)  # type: ignore[arg-type]
+
+
+def context_size(pipe: Pipeline, limit: int | None, param: str) -> int:
+    """The context a request may use: the model's, or less where the request asks for less
+    (Ollama's num_ctx); more than the model was loaded with is a 400, never a silent cut."""
+    n_ctx = pipe.engine.info.n_ctx
+    if limit is None:
+        return n_ctx
+    if limit > n_ctx:
+        raise InvalidRequest(
+            f"The request asks for a context of {limit} tokens, but '{pipe.model_id}' was loaded with {n_ctx}; "
+            f"start the server with --ctx-size {limit} (models.yaml: ctx_size) for a longer one.",
+            param=param,
+        )
+    return limit
 
 
 @dataclass(frozen=True)
@@ -130,6 +153,15 @@ async def shape(pieces: AsyncIterator[Piece | Finish], shaper: OutputShaper) -> 
             pending = []
 
 
+async def text_steps(pieces: AsyncIterator[Piece | Finish]) -> AsyncIterator[Step]:
+    """Generated text taken as it is (a raw prompt, fill-in-the-middle): content Steps."""
+    async for item in pieces:
+        if isinstance(item, Finish):
+            yield Step([], [], item)
+        elif item.text or item.logprobs:
+            yield Step([ContentDelta(item.text)], item.logprobs)
+
+
 @dataclass
 class RemoteChat:
     """A chat request continued by an upstream: its rendered prompt (None where the upstream
@@ -187,9 +219,10 @@ class Conversation:
         for token in req.sampling.logit_bias:
             if not 0 <= token < info.n_vocab:
                 raise InvalidRequest(f"logit_bias token {token} is outside the vocabulary (0..{info.n_vocab - 1}).", param="logit_bias")
+        n_ctx = context_size(pipe, req.context_limit, req.param_names.get("context_limit", "context_limit"))
         constraint = pipe.constraint(prompt_text, req.options, req.response_schema)
-        base = dataclasses.replace(req.sampling, max_tokens=req.max_tokens or info.n_ctx, constraint=constraint)
-        self.params = pipe.fit(self.prompt, base, param="messages")
+        base = dataclasses.replace(req.sampling, max_tokens=req.max_tokens or n_ctx, constraint=constraint)
+        self.params = pipe.fit(self.prompt, base, param="messages", n_ctx=n_ctx)
 
     def token_piece(self, token: int) -> bytes:
         assert isinstance(self.model, Pipeline)  # upstream models give no logprobs

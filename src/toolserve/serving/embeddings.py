@@ -44,9 +44,12 @@ def describe(e: Embedder) -> dict[str, object]:
     return {"path": e.path, "embedding_dimensions": e.dimensions, "pooling": e.pooling, "n_ctx": e.n_ctx}
 
 
-def token_lists(e: Embedder, data: str | Sequence[str] | Sequence[int] | Sequence[Sequence[int]]) -> list[list[int]]:
+def token_lists(
+    e: Embedder, data: str | Sequence[str] | Sequence[int] | Sequence[Sequence[int]], *, truncate: bool = False
+) -> list[list[int]]:
     """The request's `input` as one token list per input, each checked: not empty, ids in the
-    vocabulary, no longer than the model takes (OpenAI's 400, never a silent cut)."""
+    vocabulary, no longer than the model takes (OpenAI's 400, never a silent cut; `truncate`:
+    a text is cut to the model's limit instead, as Ollama's /api/embed does by default)."""
     items: list[Any]
     if isinstance(data, str):
         items = [data]
@@ -75,6 +78,8 @@ def token_lists(e: Embedder, data: str | Sequence[str] | Sequence[int] | Sequenc
             bad = next((t for t in tokens if not 0 <= t < e.n_vocab), None)
             if bad is not None:
                 raise InvalidRequest(f"'{where}' holds token {bad}, outside the vocabulary (0..{e.n_vocab - 1}).", param=where)
+        if len(tokens) > e.n_ctx and truncate and isinstance(item, str):
+            tokens = cut(e, item, tokens)
         if len(tokens) > e.n_ctx:
             # OpenAI's words for an input over the limit (type invalid_request_error, param and code null)
             raise InvalidRequest(
@@ -86,6 +91,17 @@ def token_lists(e: Embedder, data: str | Sequence[str] | Sequence[int] | Sequenc
     if total > MAX_TOKENS:
         raise InvalidRequest(f"'input' holds {total} tokens in all; at most {MAX_TOKENS} are accepted in one request.", param="input")
     return out
+
+
+def cut(e: Embedder, text: str, tokens: list[int]) -> list[int]:
+    """`text`'s tokens cut to the model's limit, its special tokens kept around the kept head:
+    `tokens` is the model's specials (BOS/CLS, EOS/SEP) around the text's own tokens."""
+    plain = e.vocab.tokenize(text, add_bos=False, special=False)
+    extra = len(tokens) - len(plain)
+    head = next((h for h in range(max(extra, 0) + 1) if tokens[h : h + len(plain)] == plain), None)
+    if head is None or e.n_ctx <= extra:  # not specials around the text: keep the head, and the last token
+        return [*tokens[: e.n_ctx - 1], tokens[-1]]
+    return [*tokens[:head], *plain[: e.n_ctx - extra], *tokens[head + len(plain) :]]
 
 
 def check_dimensions(e: Embedder, dimensions: int | None) -> None:
@@ -109,10 +125,12 @@ def admit(e: Embedder, limits: Limits) -> None:
         )
 
 
-async def embed(e: Embedder, tokens: list[list[int]], limits: Limits) -> np.ndarray:
-    """One L2-normalised float32 vector per token list, batched by the engine, within the
-    request's time (`--request-timeout`: 504; its work stops)."""
+async def embed(e: Embedder, tokens: list[list[int]], limits: Limits, *, normalise: bool = True) -> np.ndarray:
+    """One L2-normalised float32 vector per token list (`normalise` false: as pooled, a
+    reranker's scores), batched by the engine, within the request's time (`--request-timeout`:
+    504; its work stops)."""
     try:
-        return l2_normalise(await asyncio.wait_for(e.embed(tokens), limits.request_timeout))
+        rows = await asyncio.wait_for(e.embed(tokens), limits.request_timeout)
+        return l2_normalise(rows) if normalise else rows
     except (TimeoutError, asyncio.TimeoutError):  # the same class from Python 3.11 on
         raise RequestTimeout(f"The request took longer than the {limits.request_timeout:g} s limit.") from None

@@ -28,6 +28,7 @@ from toolserve.errors import (
 from toolserve.formats.base import Format
 from toolserve.formats.template import MEDIA_MARKER, ChatTemplate
 from toolserve.serving.chat import ChatOptions, ChatRenderer, OutputShaper, constraint_for
+from toolserve.serving.fim import Budget, ExtraChunk, FimPrompt, layout, require
 from toolserve.serving.media import ImagePolicy, load_image
 from toolserve.serving.text import StopMatcher, Utf8Stream
 from toolserve.types import Message, SamplingParams, TokenConstraint, TokenLogprob, Usage
@@ -206,6 +207,24 @@ class Pipeline:
         add_bos = info.add_bos and not (info.bos_token and text.startswith(info.bos_token))
         return self.engine.tokenize(text, add_bos=add_bos, special=True)
 
+    def fim_prompt(
+        self, *, prefix: str, suffix: str, prompt: str = "", extra: Sequence[ExtraChunk] = (), budget: Budget | None = None,
+        param: str = "suffix", repository: bool = False,
+    ) -> FimPrompt:
+        """A fill-in-the-middle prompt (serving/fim.py; `repository`: its repo-level frame even
+        without extra chunks, as llama-server's /infill); a 400 naming `param` for a model
+        without FIM tokens."""
+        fim = require(self.engine.info.fim, self.model_id, param)
+        bos = self.engine.tokenize("", add_bos=True, special=False)  # [BOS] where the model adds one
+
+        def plain(text: str) -> list[int]:
+            return self.engine.tokenize(text, add_bos=False, special=False) if text else []
+
+        return layout(
+            fim, plain, prefix=prefix, suffix=suffix, prompt=prompt, extra=extra, bos=bos[0] if bos else None, budget=budget,
+            repository=repository,
+        )
+
     async def encode_images(self, sources: Sequence[tuple[str, str]]) -> list[EncodedImage]:
         """Fetch (where allowed), decode and tokenize each (where, url) image of a request."""
         if sources and not self.engine.info.vision:
@@ -244,9 +263,10 @@ class Pipeline:
                 tokens.extend(self.engine.tokenize(piece, add_bos=False, special=True))
         return tokens, media
 
-    def fit(self, prompt: Sequence[int], params: SamplingParams, *, param: str) -> SamplingParams:
-        """Refuse prompts that fill the context; clamp max_tokens to the room that is left."""
-        n_ctx = self.engine.info.n_ctx
+    def fit(self, prompt: Sequence[int], params: SamplingParams, *, param: str, n_ctx: int | None = None) -> SamplingParams:
+        """Refuse prompts that fill the context; clamp max_tokens to the room that is left.
+        `n_ctx`: a smaller context than the model's, asked for by the request."""
+        n_ctx = n_ctx or self.engine.info.n_ctx
         if not prompt:
             raise InvalidRequest("The prompt is empty.", param=param)
         if len(prompt) >= n_ctx:

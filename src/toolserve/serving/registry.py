@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import fnmatch
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -90,6 +91,9 @@ class LocalModel:
     id: str
     cfg: ModelConfig
     keep_alive: float | None = None  # idle seconds before unloading; None: stays loaded
+    # the last request's own keep_alive (Ollama's), in force until another request sets one:
+    # None: none asked, `keep_alive` applies; math.inf: stays loaded
+    asked_keep_alive: float | None = None
     preload: bool = False
     estimate: int = 0  # bytes (memory_estimate); 0 when no budget is set
     pipeline: Pipeline | None = None
@@ -116,6 +120,12 @@ class LocalModel:
         return self.pipeline.in_flight if self.base is not None else self.pipeline.family_in_flight
 
     @property
+    def idle_limit(self) -> float | None:
+        """Idle seconds before the reaper unloads it (None: never)."""
+        limit = self.asked_keep_alive if self.asked_keep_alive is not None else self.keep_alive
+        return None if limit is None or math.isinf(limit) else limit
+
+    @property
     def busy(self) -> bool:
         """Requests in flight, or being prepared (between the load and their admission)."""
         return self.in_flight > 0 or self.holds > 0
@@ -138,8 +148,9 @@ class LocalModel:
             "memory_estimate_mb": round(self.estimate / MB) if self.estimate else None,
             "loads": self.loads,
         }
-        if self.state == "loaded" and self.keep_alive is not None and not self.busy:
-            out["unloads_in"] = round(max(0.0, self.keep_alive - (time.monotonic() - self.last_used)), 1)
+        limit = self.idle_limit
+        if self.state == "loaded" and limit is not None and not self.busy:
+            out["unloads_in"] = round(max(0.0, limit - (time.monotonic() - self.last_used)), 1)
         if self.last_error:
             out["last_error"] = self.last_error
         health = getattr(self.pipeline.engine, "health", None) if self.pipeline is not None else None
@@ -395,18 +406,22 @@ class ModelRegistry:
             await m._task
         return m
 
+    def keep_alive_for(self, m: LocalModel, seconds: float | None) -> None:
+        """A request's own keep_alive (Ollama's): how long `m` stays loaded once idle, from now
+        until another request sets one (None: the configured one again; math.inf: forever).
+        A model that could not be loaded again keeps its own."""
+        held = m.base or m  # an adapter id's base holds the weights
+        if held.reloadable:
+            held.asked_keep_alive = seconds
+
     async def _reap(self) -> None:
         while True:
             await asyncio.sleep(self._reap_interval)
             now = time.monotonic()
             for m in self.local:
-                if (
-                    m.state == "loaded"
-                    and m.keep_alive is not None
-                    and not m.busy
-                    and now - m.last_used >= m.keep_alive
-                ):
-                    log.info("model %s idle for %.0f s (keep_alive %g s): unloading", m.id, now - m.last_used, m.keep_alive)
+                limit = m.idle_limit
+                if m.state == "loaded" and limit is not None and not m.busy and now - m.last_used >= limit:
+                    log.info("model %s idle for %.0f s (keep_alive %g s): unloading", m.id, now - m.last_used, limit)
                     self._begin_unload(m)
 
     # -- life cycle ----------------------------------------------------------------------------
@@ -432,7 +447,7 @@ class ModelRegistry:
         Runs in the app's lifespan, before the first request."""
         for u in self.upstream:
             await u.start()
-        if any(m.keep_alive is not None for m in self.local):
+        if any(m.reloadable for m in self.local):  # also for a request's own keep_alive (Ollama's)
             self._reaper = asyncio.create_task(self._reap())
 
     async def stop(self) -> None:
