@@ -47,11 +47,12 @@ class Default:
 
 
 def _number(raw: object, integer: bool) -> float | None:
-    """A metadata value as llama.cpp reads it: the number at the start of its text (strtof /
-    strtol), so 0.6, "0.6" and 40 all count; booleans and arrays do not."""
+    """A metadata value as llama.cpp reads it: its text (std::to_string, so a float32 0.95 is
+    "0.950000") parsed as a number (strtof / strtol), so 0.6, "0.6" and 40 all count; booleans
+    and arrays do not."""
     if isinstance(raw, bool) or raw is None or isinstance(raw, list | dict):
         return None
-    m = _NUMBER.match(str(raw))
+    m = _NUMBER.match(f"{raw:f}" if isinstance(raw, float) else str(raw))
     if not m:
         return None
     value = float(m.group(0))
