@@ -20,7 +20,6 @@ from toolserve.config import (
     UPSTREAM_MODES,
     ConfigError,
     ModelConfig,
-    ModelsConfig,
     ServerConfig,
     UpstreamConfig,
     env_default,
@@ -345,7 +344,9 @@ def _registry(args: argparse.Namespace, limits: Limits) -> ModelRegistry:
             mc = load_models_config(args.config, _model_config(args))
         except ConfigError as exc:
             raise ToolserveError(str(exc)) from None
-        mc = _resolve_entries(args, mc)
+        from toolserve.models.resolve import resolve_entries
+
+        mc = resolve_entries(mc, args.config, offline=args.offline, token=args.hf_token)
         local = [LocalModel(e.id, e.local, keep_alive=e.keep_alive, preload=e.preload) for e in mc.models if e.local is not None]
         remote = [_upstream_model(e.upstream, e.id, limits) for e in mc.models if e.upstream is not None]
         registry = ModelRegistry(local, remote, default=mc.default, memory_mb=mc.memory_mb, limits=limits, model_map=mc.model_map)
@@ -377,23 +378,6 @@ def _resolved(args: argparse.Namespace) -> ModelConfig:
     from toolserve.models.resolve import resolve_config
 
     return resolve_config(_model_config(args), offline=args.offline, token=args.hf_token)
-
-
-def _resolve_entries(args: argparse.Namespace, mc: ModelsConfig) -> ModelsConfig:
-    """A config file's references resolved to their files, each fetched now if it must be:
-    pulls come from the command line or the config file, never from a request."""
-    from toolserve.errors import ModelLoadError
-    from toolserve.models.resolve import resolve_config
-
-    entries = []
-    for i, e in enumerate(mc.models):
-        if e.local is not None:
-            try:
-                e = dataclasses.replace(e, local=resolve_config(e.local, offline=args.offline, token=args.hf_token))
-            except ModelLoadError as exc:
-                raise ToolserveError(f"{args.config}: models[{i}] ({e.id}): {exc.message}") from None
-        entries.append(e)
-    return dataclasses.replace(mc, models=tuple(entries))
 
 
 async def _answer(pipe: Pipeline, history: list[Message], params: SamplingParams, out: object) -> str:

@@ -23,7 +23,10 @@ def test_page_loads_from_this_server_without_errors(chat: ChatPage) -> None:
     chat.open()
     assert chat.page.title() == "toolserve"
     assert chat.page.locator("#model option").all_inner_texts() == ["SmolLM2-135M-Instruct.Q4_1"]
-    assert "tools: hermes" in chat.page.inner_text("#model-info")
+    assert chat.page.locator("#model optgroup").evaluate_all("gs => gs.map(g => g.label)") == ["Bundled"]  # where it came from
+    info = chat.page.inner_text("#model-info")
+    assert "tools: hermes" in info and "Q4_1 · 98 MB" in info
+    assert "temperature 0.2 (model card (HuggingFaceTB/SmolLM2-135M-Instruct))" in info  # the defaults a request gets
     assert chat.page.is_hidden("#attach-label")  # SmolLM2 reads no images
     assert set(origins) == {chat.server.url.removeprefix("http://")}  # no CDN, nothing from elsewhere
     chat.shoot("loaded")

@@ -147,12 +147,24 @@ def _transient(exc: BaseException) -> bool:
         return False
     if isinstance(exc, LocalEntryNotFoundError):  # no answer to the HEAD, and nothing cached
         return exc.__cause__ is not None and _transient(exc.__cause__)
-    return isinstance(exc, OSError | TimeoutError) or type(exc).__module__.split(".")[0] in ("httpx", "httpcore", "requests", "urllib3")
+    # a full disk or a folder that cannot be written is not worth a retry: those are said at once
+    return isinstance(exc, ConnectionError | TimeoutError) or type(exc).__module__.split(".")[0] in ("httpx", "httpcore", "requests", "urllib3")
+
+
+_CAUSES = (
+    ("NameResolutionError", "its host name does not resolve"), ("Failed to resolve", "its host name does not resolve"),
+    ("Connection refused", "connection refused"), ("timed out", "timed out"), ("IncompleteRead", "the connection broke off"),
+    ("Connection broken", "the connection broke off"), ("Connection reset", "the connection was reset"),
+)
 
 
 def _reason(exc: BaseException) -> str:
+    """A short cause: requests' and urllib3's messages nest the whole retry story."""
     text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text[:200]}" if text else type(exc).__name__
+    for needle, said in _CAUSES:
+        if needle in text:
+            return said
+    return f"{type(exc).__name__}: {text[:160]}" if text else type(exc).__name__
 
 
 def hub_error(exc: BaseException, repo: str, token: str | None) -> ModelLoadError:

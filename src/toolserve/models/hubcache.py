@@ -129,8 +129,17 @@ def verify(repo: str, file: str, pointer: Path) -> None:
             f"{repo}/{file}: the downloaded file does not match its checksum ({kind} {got[:16]}..., the Hub says "
             f"{oid[:16]}...): it was deleted and not used; run the command again to download it anew"
         )
-    record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text(stamp)
+    _write(record, stamp)
+
+
+def _write(record: Path, text: str) -> None:
+    """A record in toolserve's cache folder; one that cannot be written costs a hash next time
+    (or, for the ledger, leaves the file to `hf cache delete`), never the start."""
+    try:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(text)
+    except OSError as exc:
+        log.warning("cannot write %s: %s", record, exc.strerror)
 
 
 # -- what toolserve downloaded ---------------------------------------------------------------
@@ -140,9 +149,8 @@ def blob_path(repo: str, oid: str) -> Path:
 
 def mark_pulled(repo: str, file: str, oid: str) -> None:
     record = _record("pulled", repo, oid)
-    record.parent.mkdir(parents=True, exist_ok=True)
     names = set(record.read_text().split("\n")) if record.is_file() else set()
-    record.write_text("\n".join(sorted((names | {file}) - {""})))
+    _write(record, "\n".join(sorted((names | {file}) - {""})))
 
 
 def pulled(repo: str, pointer: Path) -> bool:

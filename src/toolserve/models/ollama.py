@@ -124,9 +124,13 @@ def resolve(ref: OllamaModel) -> Manifest:
     found = read_manifest(root, data, str(path))
     if not found.model.is_file():
         raise ModelLoadError(f"ollama:{ref.name}: its model blob {found.model} is missing from Ollama's store")
-    with found.model.open("rb") as f:
-        if f.read(4) != b"GGUF":
-            raise ModelLoadError(f"ollama:{ref.name}: its model blob {found.model} is not a GGUF file (toolserve loads GGUF models only)")
+    try:
+        with found.model.open("rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        raise ModelLoadError(f"ollama:{ref.name}: cannot read its model blob {found.model}: {exc.strerror}") from None
+    if magic != b"GGUF":
+        raise ModelLoadError(f"ollama:{ref.name}: its model blob {found.model} is not a GGUF file (toolserve loads GGUF models only)")
     return found
 
 

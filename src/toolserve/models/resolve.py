@@ -12,7 +12,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolserve.config import ModelConfig, ModelOrigin
+from toolserve.config import ModelConfig, ModelOrigin, ModelsConfig
+from toolserve.errors import ModelLoadError
 from toolserve.modelfile import bundled_model, check_gguf
 from toolserve.models import hub, lmstudio, ollama
 from toolserve.models.refs import (
@@ -54,7 +55,13 @@ def resolve_ref(ref: Ref, *, offline: bool = False, token: str | None = None) ->
         return Resolved(path, parts=(path,))
     name, reference = short_name(ref), canonical(ref)
     if isinstance(ref, HubRepo | HubFile):
-        got = hub.fetch(ref, offline=offline, token=token)
+        try:
+            got = hub.fetch(ref, offline=offline, token=token)
+        except ModelLoadError as exc:
+            if isinstance(ref, HubRepo) and "was not found on the Hugging Face Hub" in exc.message:
+                # `models/foo` may have meant a folder here: say that it was looked for too
+                raise ModelLoadError(f"{exc.message} (nor is there a file {reference} here)") from None
+            raise
         first = check_gguf(got.files[0])
         origin = ModelOrigin(reference, "hf", name)
         return Resolved(first, got.mmproj, origin, got.files, got.downloaded)
@@ -86,3 +93,16 @@ def resolve_config(cfg: ModelConfig, *, offline: bool = False, token: str | None
     log.info("%s: %s%s", canonical(ref), where, f", projector {got.mmproj}" if got.mmproj and not cfg.mmproj else "")
     return dataclasses.replace(cfg, model=str(got.path), mmproj=mmproj, origin=got.origin)
 
+
+def resolve_entries(mc: ModelsConfig, where: str, *, offline: bool = False, token: str | None = None) -> ModelsConfig:
+    """A config file's references resolved to their files, each fetched now if it must be (the
+    error names the entry): pulls come from the command line or the config file, never from a request."""
+    entries = []
+    for i, e in enumerate(mc.models):
+        if e.local is not None:
+            try:
+                e = dataclasses.replace(e, local=resolve_config(e.local, offline=offline, token=token))
+            except ModelLoadError as exc:
+                raise ModelLoadError(f"{where}: models[{i}] ({e.id}): {exc.message}") from None
+        entries.append(e)
+    return dataclasses.replace(mc, models=tuple(entries))
