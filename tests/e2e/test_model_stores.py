@@ -124,10 +124,14 @@ def test_served_in_place_from_the_command_line(stores: dict[str, Any]) -> None:
         srv.stop()
     log = srv.stderr_text()
     assert "smol: chat template from the GGUF (gguf); Ollama's Go template is not used" in log
-    srv = Server(["--model", f"lmstudio:{LMS_REPO}", "--ctx-size", "512"], env=env)
+    srv = Server(["--model", f"lmstudio:{LMS_REPO}", "--ctx-size", "512", "--embedding-model", "ollama:tiny-vl:2b"], env=env)
     try:
-        ts = httpx.get(f"{srv.url}/v1/models").json()["data"][0]["toolserve"]
+        chat_model, embedder = httpx.get(f"{srv.url}/v1/models").json()["data"]
+        ts = chat_model["toolserve"]
         assert (ts["reference"], ts["source"], ts["path"]) == (f"lmstudio:{LMS_REPO}", "lmstudio", str(stores["lms"] / LMS_FILE))
+        assert embedder["id"] == "tiny-vl:2b"  # --embedding-model takes references too
+        r = httpx.post(f"{srv.url}/v1/embeddings", json={"model": "tiny-vl:2b", "input": "the sea"}, timeout=120)
+        assert r.status_code == 200 and len(r.json()["data"][0]["embedding"]) > 0
     finally:
         srv.stop()
     assert untouched(stores) == before  # nothing written into either store, nothing downloaded

@@ -47,6 +47,10 @@ def endpoint() -> str:
 
 def fetch(ref: HubRepo | HubFile, *, offline: bool = False, token: str | None = None) -> Fetched:
     """The files of `ref` in the cache, downloaded first unless offline."""
+    # huggingface_hub 1.x and later log each HTTP request at info through their httpx fork
+    for name in ("httpx2", "httpcore2"):
+        if logging.getLogger(name).getEffectiveLevel() > logging.DEBUG:
+            logging.getLogger(name).setLevel(logging.WARNING)
     name = canonical(ref)
     if offline or hubcache.offline_env():
         why = "--offline" if offline else "HF_HUB_OFFLINE=1"
@@ -148,7 +152,7 @@ def _transient(exc: BaseException) -> bool:
     if isinstance(exc, LocalEntryNotFoundError):  # no answer to the HEAD, and nothing cached
         return exc.__cause__ is not None and _transient(exc.__cause__)
     # a full disk or a folder that cannot be written is not worth a retry: those are said at once
-    return isinstance(exc, ConnectionError | TimeoutError) or type(exc).__module__.split(".")[0] in ("httpx", "httpcore", "requests", "urllib3")
+    return isinstance(exc, ConnectionError | TimeoutError) or type(exc).__module__.startswith(("httpx", "httpcore", "requests", "urllib3"))
 
 
 _CAUSES = (
@@ -211,6 +215,7 @@ class _Progress:
     def __init__(self, blob: Path, total: int, label: str):
         self.partial, self.blob, self.total, self.label = Path(f"{blob}.incomplete"), blob, total, label
         self.started, self.first = time.monotonic(), self._size()
+        self.mark = 10 * (self.first * 10 // total) + 10  # the next 10% to log (a resumed download starts at its own)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -224,21 +229,22 @@ class _Progress:
         return 0
 
     def _run(self) -> None:
-        mark = 10 * (self.first * 10 // self.total) + 10  # a resumed download starts at its own 10%
-        while not self._stop.wait(0.5):
-            done = self._size()
-            if done * 100 < mark * self.total:
-                continue
-            rate = (done - self.first) / max(time.monotonic() - self.started, 1e-3)
-            left = (self.total - done) / rate if rate > 0 else 0.0
-            log.info(
-                "%s: %d%% (%.0f of %.0f MB, %.1f MB/s, %.0f s left)",
-                self.label, done * 100 // self.total, done / 1e6, self.total / 1e6, rate / 1e6, left,
-            )
-            mark = 10 * (done * 10 // self.total) + 10
-            if done >= self.total:
-                return
+        while not self._stop.wait(0.5) and self.mark <= 100:
+            self._line()
+
+    def _line(self) -> None:
+        done = self._size()
+        if done * 100 < self.mark * self.total:
+            return
+        rate = (done - self.first) / max(time.monotonic() - self.started, 1e-3)
+        left = (self.total - done) / rate if rate > 0 else 0.0
+        log.info(
+            "%s: %d%% (%.0f of %.0f MB, %.1f MB/s, %.0f s left)",
+            self.label, done * 100 // self.total, done / 1e6, self.total / 1e6, rate / 1e6, left,
+        )
+        self.mark = 10 * (done * 10 // self.total) + 10
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2)
+        self._line()  # a download quicker than a poll still says it finished
