@@ -10,7 +10,7 @@ from typing import Any
 
 from toolserve.config import ModelConfig
 from toolserve.errors import ModelLoadError
-from toolserve.modelfile import gguf_metadata, model_bytes, model_parts, resolve_model
+from toolserve.modelfile import find_mmproj, gguf_metadata, model_bytes, model_parts, resolve_model
 from toolserve.models import sampling
 from toolserve.models.choose import FILE_TYPES, quant_of
 from toolserve.serving.loader import sampling_defaults
@@ -24,11 +24,12 @@ class Facts:
     parts: int
     quantization: str | None
     sampling: dict[str, sampling.Default]
+    vision: bool  # a projector is named or lies beside it (the loaded engine says for sure)
 
     def card(self) -> dict[str, Any]:
         return {
             "reference": self.reference, "source": self.source, "size_bytes": self.size_bytes, "parts": self.parts,
-            "quantization": self.quantization, "sampling_defaults": sampling.card(self.sampling),
+            "quantization": self.quantization, "sampling_defaults": sampling.card(self.sampling), "vision": self.vision,
         }
 
 
@@ -47,5 +48,5 @@ def read_facts(cfg: ModelConfig, flags: dict[str, float]) -> Facts | None:
     quant = quant_of(path.name) or (FILE_TYPES.get(file_type) if isinstance(file_type, int) else None)
     return Facts(
         origin.reference if origin is not None else None, source, model_bytes(path), len(model_parts(path)), quant,
-        sampling_defaults(cfg, path, flags, meta),
+        sampling_defaults(cfg, path, flags, meta), bool(cfg.mmproj or find_mmproj(path)),
     )

@@ -69,11 +69,18 @@ const SOURCES = { hf: "Hugging Face", ollama: "Ollama", lmstudio: "LM Studio", b
 function showModel() {
   const ts = card()?.toolserve || {};
   const size = ts.size_bytes && (ts.size_bytes >= 1e9 ? `${(ts.size_bytes / 1e9).toFixed(1)} GB` : `${Math.round(ts.size_bytes / 1e6)} MB`);
-  const temp = ts.sampling_defaults?.temperature;
+  const defaults = ts.sampling_defaults || {};
+  const temp = defaults.temperature;
+  const short = (d) => d.source.split(" (")[0]; // "model card (HuggingFaceTB/...)" -> "model card"
   const bits = [
     ts.quantization, size, ts.tool_format && `tools: ${ts.tool_format}`, ts.n_ctx && `${ts.n_ctx} ctx`, ts.vision && "vision", ts.mode,
-    temp && temp.source !== "protocol default" && `temperature ${temp.value} (${temp.source})`,
+    temp && temp.source !== "protocol default" && `temperature ${temp.value} (${short(temp)})`,
   ];
+  $("model-info").title = [ts.reference || ts.path, ...Object.entries(defaults).map(([k, d]) => `${k} ${d.value}: ${d.source}`)].filter(Boolean).join("\n");
+  // an empty field sends nothing, and the request gets the model's own value: say which
+  for (const field of ["temperature", "top_p"]) {
+    $(`s-${field}`).placeholder = defaults[field] ? `model: ${defaults[field].value}` : "server default";
+  }
   $("model-info").textContent = bits.filter(Boolean).join(" · ");
   $("attach-label").hidden = ts.vision === false;
 }
