@@ -124,6 +124,11 @@ def test_pull_then_serve_by_reference(hub: StubHub, tmp_path: Path) -> None:
         assert chat(srv, model="SmolLM2-135M-Instruct").status_code == 200
         assert chat(srv, model=SMOL).status_code == 200  # the reference itself names it too
         assert chat(srv, model="SmolLM2-135M-Instruct:Q8_0").status_code == 404
+        asked = len(hub.requests)
+        # a request cannot make the server download: another reference is an unknown model
+        refused = chat(srv, model="test/tiny-vl-GGUF")
+        assert refused.status_code == 404 and refused.json()["error"]["code"] == "model_not_found"
+        assert len(hub.requests) == asked
     finally:
         srv.stop()
     assert len(hub.seen("GET", f"/{SMOL}/resolve/")) == 1  # serving found it in the cache
