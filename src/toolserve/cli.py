@@ -39,6 +39,7 @@ from toolserve.serving.pipeline import SAMPLING_DEFAULTS, Finish, Limits, Pipeli
 from toolserve.types import Message, SamplingParams
 
 if TYPE_CHECKING:
+    from toolserve.models.resolve import Resolved
     from toolserve.serving.embeddings import EmbeddingModel
     from toolserve.serving.registry import ModelRegistry, UpstreamModel
     from toolserve.serving.rerank import RerankModel
@@ -77,8 +78,9 @@ def _placement_flags(p: argparse.ArgumentParser, d: ModelConfig) -> None:
 
 def _model_flags(p: argparse.ArgumentParser) -> None:
     d = ModelConfig()
-    p.add_argument("--model", default=env_default("model", d.model), help="GGUF file (default: bundled SmolLM2-135M-Instruct)")
-    p.add_argument("--model-alias", default=env_default("model_alias", d.model_alias), help="model id for clients (default: file stem)")
+    p.add_argument("--model", default=env_default("model", d.model), help="GGUF file or model reference: owner/repo[:QUANT] or hf://owner/repo/FILE.gguf (Hugging Face), ollama:NAME[:TAG], lmstudio:owner/repo[/FILE] (default: bundled SmolLM2-135M-Instruct)")
+    p.add_argument("--model-alias", default=env_default("model_alias", d.model_alias), help="model id for clients (default: the reference's short name, or the file's stem)")
+    _hub_flags(p)
     p.add_argument("--ctx-size", type=int, default=env_default("ctx_size", d.ctx_size), help="context length in tokens")
     p.add_argument("--threads", type=int, default=env_default("threads", d.threads), help="CPU threads (default: all cores)")
     p.add_argument("--mmproj", default=env_default("mmproj", d.mmproj), help="multimodal projector GGUF for images (default: a *mmproj*.gguf beside the model)")
@@ -99,9 +101,15 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--log-level", default=env_default("log_level", ServerConfig.log_level), choices=["debug", "info", "warning", "error"])
 
 
+def _hub_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--offline", action="store_true", default=env_default("offline", False), help="use only models already on disk: nothing is downloaded (also HF_HUB_OFFLINE=1)")
+    p.add_argument("--hf-token", metavar="TOKEN", default=env_default("hf_token", None), help="Hugging Face token for gated and private repos (default: HF_TOKEN, or the token `hf auth login` stored)")
+
+
 def _model_config(args: argparse.Namespace) -> ModelConfig:
-    """Every ModelConfig field is a flag of the same name (see _model_flags)."""
-    values = {name: getattr(args, name) for name in field_names(ModelConfig)}
+    """Every ModelConfig field is a flag of the same name (see _model_flags), but `origin`,
+    which resolving a reference sets."""
+    values = {name: getattr(args, name) for name in field_names(ModelConfig) if name != "origin"}
     values["lora"], values["lora_models"] = tuple(values["lora"] or ()), tuple(values["lora_models"] or ())
     return ModelConfig(**values)
 
@@ -131,7 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--cors-origins", default=env_default("cors_origins", ServerConfig.cors_origins), help="comma-separated allowed browser origins (default: localhost pages only)")
     for name in SAMPLING_DEFAULTS:
         kind = int if name == "top_k" else float
-        serve.add_argument("--" + name.replace("_", "-"), type=kind, default=env_default(name, None), help=f"{name} for requests that send none (default: the protocol's own, 1.0 / off)")
+        flags = ["--" + name.replace("_", "-"), *(["--repeat-penalty"] if name == "repetition_penalty" else [])]  # llama.cpp's name too
+        serve.add_argument(*flags, dest=name, type=kind, default=env_default(name, None), help=f"{name} for requests that send none (default: the model's own, from its GGUF's general.sampling.* keys, else the protocol's: 1.0 / off)")
     serve.add_argument("--max-queue", type=int, default=env_default("max_queue", Limits.max_queue), help="requests that may wait behind the running one; more get 429")
     serve.add_argument("--request-timeout", type=float, default=env_default("request_timeout", 0.0), help="seconds a request may take in all (0: no limit)")
     serve.add_argument("--shutdown-grace", type=float, default=env_default("shutdown_grace", ServerConfig.shutdown_grace), help="seconds in-flight requests get to finish on SIGTERM/SIGINT")
@@ -146,15 +155,15 @@ def build_parser() -> argparse.ArgumentParser:
     _upstream_flags(serve)
     serve.add_argument("--log-prompts", action="store_true", default=env_default("log_prompts", False), help="log each rendered prompt (off: logs never hold prompt text)")
     serve.add_argument("--no-web", action="store_true", default=env_default("no_web", False), help="do not serve the chat page at /")
-    serve.add_argument("--embedding-model", metavar="PATH", action="append", default=[m for m in [env_default("embedding_model", None)] if m], help="an embedding GGUF (BERT-like, pooling in its header) served for /v1/embeddings only, as the id of its file stem; repeatable")
-    serve.add_argument("--rerank-model", metavar="PATH", action="append", default=[m for m in [env_default("rerank_model", None)] if m], help="a reranker GGUF (bge-reranker, Qwen3-Reranker, jina-reranker: a classification head) served for /v1/rerank only, as the id of its file stem; repeatable")
+    serve.add_argument("--embedding-model", metavar="PATH|REFERENCE", action="append", default=[m for m in [env_default("embedding_model", None)] if m], help="an embedding GGUF (BERT-like, pooling in its header) served for /v1/embeddings only, as the id of its file stem; repeatable")
+    serve.add_argument("--rerank-model", metavar="PATH|REFERENCE", action="append", default=[m for m in [env_default("rerank_model", None)] if m], help="a reranker GGUF (bge-reranker, Qwen3-Reranker, jina-reranker: a classification head) served for /v1/rerank only, as the id of its file stem; repeatable")
     serve.add_argument("--no-core-shares", action="store_true", default=env_default("no_core_shares", False), help="local engines (models, embeddings) busy at once keep all their threads even when those add up to more than the cores (by default they share the cores)")
     serve.add_argument("--max-body-mb", type=int, default=env_default("max_body_mb", ServerConfig.max_body_mb), help="largest request body accepted")
     chat = sub.add_parser("chat", help="chat with the model in the terminal")
     _model_flags(chat)
     chat.add_argument("--system", default=None, help="system prompt")
     chat.add_argument("--max-tokens", type=int, default=512)
-    chat.add_argument("--temperature", type=float, default=0.7)
+    chat.add_argument("--temperature", type=float, default=None, help="default: the model's own (its GGUF's general.sampling.temp), else 1.0")
     run = sub.add_parser("run", help="answer one prompt on stdout")
     _model_flags(run)
     run.add_argument("prompt")
@@ -163,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--temperature", type=float, default=0.0)
     run.add_argument("--seed", type=int, default=None)
     sub.add_parser("parse", help="parse model output in a tool-call format (see --help)", add_help=False)
+    from toolserve.models.commands import add_commands
+
+    add_commands(sub, _hub_flags)
     return parser
 
 
@@ -225,16 +237,17 @@ def _serve(args: argparse.Namespace) -> int:
             max_pixels=args.max_image_pixels,
         ),
     )
-    from toolserve.modelfile import check_gguf
+    from toolserve.models.resolve import resolve
     from toolserve.serving.rerank import check_reranker
 
-    for path in args.embedding_model:  # a wrong path fails before the chat model loads
-        check_gguf(path)
-    for path in args.rerank_model:
-        check_reranker(str(check_gguf(path)))
+    # a wrong path or reference fails (and a reference is fetched) before the chat model loads
+    embedding = [resolve(spec, offline=args.offline, token=args.hf_token) for spec in args.embedding_model]
+    ranking = [resolve(spec, offline=args.offline, token=args.hf_token) for spec in args.rerank_model]
+    for got in ranking:
+        check_reranker(str(got.path))
     registry = _models(args, limits)
-    embedders = _embedding_models(args, registry.ids())
-    rerankers = _rerank_models(args, [*registry.ids(), *(m.id for m in embedders)])
+    embedders = _embedding_models(args, embedding, registry.ids())
+    rerankers = _rerank_models(args, ranking, [*registry.ids(), *(m.id for m in embedders)])
     origins = [o.strip() for o in (args.cors_origins or "").split(",") if o.strip()]
     guard = GuardSettings(
         api_key=args.api_key or None,
@@ -286,45 +299,48 @@ def _repack(args: argparse.Namespace, first: str) -> bool:
     return decide_repack(args.no_repack, probe)
 
 
-def _rerank_models(args: argparse.Namespace, taken: list[str]) -> list[RerankModel]:
-    """--rerank-model PATH: each loaded now with llama.cpp's rank pooling, its id the file's stem."""
+def _rerank_models(args: argparse.Namespace, files: list[Resolved], taken: list[str]) -> list[RerankModel]:
+    """--rerank-model PATH or reference: each loaded now with llama.cpp's rank pooling, its id
+    the file's stem (or the reference's short name)."""
     import llama_cpp
 
     from toolserve.engine.embed import Embedder
-    from toolserve.modelfile import check_gguf
+    from toolserve.models.refs import model_stem
     from toolserve.serving.loader import cpu_shares
     from toolserve.serving.rerank import RerankModel
 
     out: list[RerankModel] = []
-    repack = _repack(args, args.rerank_model[0]) if args.rerank_model else True
-    for path in args.rerank_model:
-        file = check_gguf(path)
-        if file.stem in taken or any(m.id == file.stem for m in out):
-            raise ToolserveError(f"--rerank-model {path}: the id '{file.stem}' is already served; rename the file")
+    repack = _repack(args, str(files[0].path)) if files else True
+    for spec, got in zip(args.rerank_model, files, strict=True):
+        file = got.path
+        model_id = got.origin.name if got.origin else model_stem(file.name)
+        if model_id in taken or any(m.id == model_id for m in out):
+            raise ToolserveError(f"--rerank-model {spec}: the id '{model_id}' is already served; rename the file")
         embedder = Embedder.load(
             str(file), n_ctx=args.ctx_size, n_threads=args.threads, repack=repack,
             core_shares=cpu_shares(), pooling=llama_cpp.LLAMA_POOLING_TYPE_RANK,
         )
-        out.append(RerankModel(file.stem, embedder))
+        out.append(RerankModel(model_id, embedder))
     return out
 
 
-def _embedding_models(args: argparse.Namespace, taken: list[str]) -> list[EmbeddingModel]:
-    """--embedding-model PATH: each loaded now, its id the file's stem."""
+def _embedding_models(args: argparse.Namespace, files: list[Resolved], taken: list[str]) -> list[EmbeddingModel]:
+    """--embedding-model PATH or reference: each loaded now, its id the file's stem (or the
+    reference's short name)."""
     from toolserve.engine.embed import Embedder
-    from toolserve.modelfile import check_gguf
+    from toolserve.models.refs import model_stem
     from toolserve.serving.embeddings import EmbeddingModel
     from toolserve.serving.loader import cpu_shares
 
     out: list[EmbeddingModel] = []
-    if not args.embedding_model:
+    if not files:
         return out
-    repack = _repack(args, args.embedding_model[0])
-    for path in args.embedding_model:
-        file = check_gguf(path)
-        model_id = file.stem
+    repack = _repack(args, str(files[0].path))
+    for spec, got in zip(args.embedding_model, files, strict=True):
+        file = got.path
+        model_id = got.origin.name if got.origin else model_stem(file.name)
         if model_id in taken or any(m.id == model_id for m in out):
-            raise ToolserveError(f"--embedding-model {path}: the id '{model_id}' is already served; rename the file")
+            raise ToolserveError(f"--embedding-model {spec}: the id '{model_id}' is already served; rename the file")
         embedder = Embedder.load(str(file), n_ctx=args.ctx_size, n_threads=args.threads, repack=repack, core_shares=cpu_shares())
         out.append(EmbeddingModel(model_id, embedder))
     return out
@@ -367,6 +383,9 @@ def _registry(args: argparse.Namespace, limits: Limits) -> ModelRegistry:
             mc = load_models_config(args.config, _model_config(args))
         except ConfigError as exc:
             raise ToolserveError(str(exc)) from None
+        from toolserve.models.resolve import resolve_entries
+
+        mc = resolve_entries(mc, args.config, offline=args.offline, token=args.hf_token)
         local = [LocalModel(e.id, e.local, keep_alive=e.keep_alive, preload=e.preload) for e in mc.models if e.local is not None]
         remote = [_upstream_model(e.upstream, e.id, limits) for e in mc.models if e.upstream is not None]
         registry = ModelRegistry(local, remote, default=mc.default, memory_mb=mc.memory_mb, limits=limits, model_map=mc.model_map)
@@ -389,8 +408,15 @@ def _registry(args: argparse.Namespace, limits: Limits) -> ModelRegistry:
             tool_format=args.tool_format,
         )
         return ModelRegistry([], [_upstream_model(cfg, args.model_alias, limits)], limits=limits)
-    one = _model_config(args)
+    one = _resolved(args)
     return ModelRegistry.single(load_pipeline(one, limits), one)
+
+
+def _resolved(args: argparse.Namespace) -> ModelConfig:
+    """The flags' model, a reference resolved to its files (fetched now if it must be)."""
+    from toolserve.models.resolve import resolve_config
+
+    return resolve_config(_model_config(args), offline=args.offline, token=args.hf_token)
 
 
 async def _answer(pipe: Pipeline, history: list[Message], params: SamplingParams, out: object) -> str:
@@ -416,7 +442,7 @@ def _one_at_a_time(cfg: ModelConfig) -> ModelConfig:
 def _run(args: argparse.Namespace) -> int:
     from toolserve.serving.loader import load_pipeline
 
-    pipe = load_pipeline(_one_at_a_time(_model_config(args)))
+    pipe = load_pipeline(_one_at_a_time(_resolved(args)))
     history = [Message("system", args.system)] if args.system else []
     history.append(Message("user", args.prompt))
     params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed)
@@ -428,11 +454,14 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _chat(args: argparse.Namespace) -> int:
+    from toolserve.serving.conversation import fill_sampling
     from toolserve.serving.loader import load_pipeline
 
-    pipe = load_pipeline(_one_at_a_time(_model_config(args)))
+    pipe = load_pipeline(_one_at_a_time(_resolved(args)))
     history = [Message("system", args.system)] if args.system else []
-    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature)
+    params = SamplingParams(max_tokens=args.max_tokens)  # the model's own sampling, but for --temperature
+    sent = frozenset() if args.temperature is None else frozenset({"temperature"})
+    params = fill_sampling(dataclasses.replace(params, temperature=1.0 if args.temperature is None else args.temperature), pipe.sampling_fill(), sent)
     print(f"toolserve chat with {pipe.model_id}. Empty line or Ctrl-D to quit.", file=sys.stderr)
 
     async def loop() -> None:
@@ -470,6 +499,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=getattr(logging, args.log_level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
+        if args.command in ("pull", "models", "rm"):
+            return int(args.run(args))
         return {"serve": _serve, "run": _run, "chat": _chat}[args.command](args)
     except ToolserveError as exc:
         print(f"toolserve: error: {exc.message}", file=sys.stderr)

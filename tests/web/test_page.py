@@ -23,7 +23,12 @@ def test_page_loads_from_this_server_without_errors(chat: ChatPage) -> None:
     chat.open()
     assert chat.page.title() == "toolserve"
     assert chat.page.locator("#model option").all_inner_texts() == ["SmolLM2-135M-Instruct.Q4_1"]
-    assert "tools: hermes" in chat.page.inner_text("#model-info")
+    assert chat.page.locator("#model optgroup").evaluate_all("gs => gs.map(g => g.label)") == ["Bundled"]  # where it came from
+    info = chat.page.inner_text("#model-info")
+    assert "tools: hermes" in info and "Q4_1 · 98 MB" in info
+    assert "temperature 0.2 (model card)" in info  # the defaults a request gets
+    assert "temperature 0.2: model card (HuggingFaceTB/SmolLM2-135M-Instruct)" in chat.page.get_attribute("#model-info", "title")
+    assert chat.page.get_attribute("#s-temperature", "placeholder") == "model: 0.2"
     assert chat.page.is_hidden("#attach-label")  # SmolLM2 reads no images
     assert set(origins) == {chat.server.url.removeprefix("http://")}  # no CDN, nothing from elsewhere
     chat.shoot("loaded")
@@ -168,3 +173,29 @@ def test_no_web_turns_the_page_off() -> None:
     finally:
         srv.stop()
     assert "chat page" not in srv.stderr_text()
+
+
+def test_the_picker_groups_models_by_where_they_came_from(browser: Any, screenshots: Path, tmp_path: Path) -> None:
+    """A config serving an Ollama model, an LM Studio model and the bundled one: the picker lists
+    them under their sources, as `toolserve models` does, with each one's details."""
+    from tests.e2e.test_model_stores import LMS_FILE, LMS_REPO, ollama_store, place
+    from toolserve.modelfile import bundled_model
+
+    ollama_store(tmp_path / "ollama", "smol", "latest", {"model": bundled_model()})
+    place(bundled_model(), tmp_path / "home" / ".lmstudio" / "models" / LMS_REPO / LMS_FILE)
+    config = tmp_path / "models.yaml"
+    config.write_text(f"models:\n  - model: bundled\n  - model: ollama:smol\n  - model: lmstudio:{LMS_REPO}\n")
+    env = {"OLLAMA_MODELS": str(tmp_path / "ollama"), "HOME": str(tmp_path / "home"), "TOOLSERVE_CACHE_DIR": str(tmp_path / "cache")}
+    srv = Server(["--config", str(config), "--ctx-size", "512", "--parallel", "1"], env=env)
+    try:
+        with open_chat(browser, srv, screenshots, "picker_sources") as chat:
+            chat.open()
+            groups = chat.page.locator("#model optgroup").evaluate_all("gs => gs.map(g => [g.label, [...g.children].map(o => o.value)])")
+            assert groups == [["Bundled", ["SmolLM2-135M-Instruct.Q4_1"]], ["Ollama", ["smol"]], ["LM Studio", ["SmolLM2-135M-Instruct"]]]
+            chat.page.select_option("#model", "smol")
+            assert "Q4_1 · 98 MB" in chat.page.inner_text("#model-info")  # read from the file, before it is loaded
+            assert chat.page.get_attribute("#model option[value=smol]", "title") == "ollama:smol:latest"
+            assert chat.page.is_hidden("#attach-label")  # a text model, known before it is loaded
+            chat.shoot("ollama")
+    finally:
+        srv.stop()

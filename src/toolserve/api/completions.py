@@ -20,6 +20,7 @@ from toolserve.api.schemas import CompletionRequest
 from toolserve.api.streaming import sse_response, unless_disconnected
 from toolserve.errors import InvalidRequest
 from toolserve.serving.chat import ChatOptions
+from toolserve.serving.conversation import fill_sampling
 from toolserve.serving.pipeline import Finish, Pipeline, Ticket, choice_params
 from toolserve.serving.registry import LocalModel
 from toolserve.types import TokenLogprob, Usage
@@ -87,6 +88,7 @@ class CompletionRun:
         # an explicit null: up to the end of the context (as llama.cpp and vLLM read it)
         max_tokens = req.max_tokens if req.max_tokens is not None else info.n_ctx
         base = convert.sampling(req, max_tokens=max_tokens, n_vocab=info.n_vocab, logprobs=req.logprobs)
+        base = fill_sampling(base, pipe.sampling_fill(), convert.sampling_sent(req))
         schema = convert.response_schema(req)
         if schema is not None:  # the grammar starts at the first generated token
             base = dataclasses.replace(base, constraint=pipe.constraint("", ChatOptions(), schema))

@@ -30,8 +30,15 @@ def chat_request(req: ChatCompletionRequest) -> ChatRequest:
         max_tokens=req.max_completion_tokens or req.max_tokens,
         stops=tuple(stops(req)),
         n=req.n,
-        sampling_set=frozenset(k for k in SAMPLING_DEFAULTS if getattr(req, k) is not None),
+        sampling_set=sampling_sent(req),
     )
+
+
+def sampling_sent(req: _Sampling) -> frozenset[str]:
+    """The sampling fields the client set (the others take the model's defaults); llama.cpp's
+    `repeat_penalty` is `repetition_penalty`."""
+    sent = {k for k in SAMPLING_DEFAULTS if getattr(req, k, None) is not None}
+    return frozenset(sent | ({"repetition_penalty"} if req.repeat_penalty is not None else set()))
 
 
 def check_request_caps(req: ChatCompletionRequest | CompletionRequest, limits: Limits) -> None:

@@ -15,8 +15,10 @@ from toolserve.api.deps import RegistryDep
 from toolserve.api.schemas import ChatCompletionRequest, DetokenizeRequest, TokenizeRequest
 from toolserve.errors import InvalidRequest, Unsupported
 from toolserve.modelfile import BUNDLED_FILE
+from toolserve.models.sampling import card as sampling_card
 from toolserve.serving.conversation import check_counts
 from toolserve.serving.embeddings import describe
+from toolserve.serving.facts import Facts, read_facts
 from toolserve.serving.pipeline import Pipeline
 from toolserve.serving.registry import Entry, LocalModel, ModelRegistry
 
@@ -46,6 +48,7 @@ def model_card(pipe: Any) -> dict[str, Any]:
             "adapters": [{"path": a.path, "scale": a.scale} for a in pipe.adapters],
             **({"base": pipe.base_id} if pipe.base_id else {}),
             "placement": placement(pipe),
+            "sampling_defaults": sampling_card(pipe.sampling_defaults),
         },
     }
     embedder = getattr(pipe.engine, "embedder", None)
@@ -60,7 +63,7 @@ def placement(pipe: Any) -> dict[str, Any] | None:
     return None if where is None else {**dataclasses.asdict(where), "summary": where.summary()}
 
 
-def card(entry: Entry) -> dict[str, Any]:
+def card(entry: Entry, flags: dict[str, float] | None = None) -> dict[str, Any]:
     """A model of the registry as /v1/models lists it; `toolserve.loaded` says if it is in memory."""
     if not isinstance(entry, LocalModel):
         return entry.card()  # type: ignore[attr-defined, no-any-return]
@@ -81,13 +84,24 @@ def card(entry: Entry) -> dict[str, Any]:
             out["toolserve"]["adapters"] = [{"path": spec.path, "scale": spec.scale}]
         else:
             out["toolserve"]["adapters"] = [{"path": a.path, "scale": a.scale} for a in cfg.lora]
+    facts = model_facts(entry, flags or {})
+    if facts is not None:  # the loaded engine's own defaults win (a card never disagrees with what a request gets)
+        out["toolserve"] = {**facts.card(), **out["toolserve"]}
     out["toolserve"] = {"backend": "local", **out["toolserve"], **entry.status()}
     return out
 
 
+def model_facts(entry: LocalModel, flags: dict[str, float]) -> Facts | None:
+    """Reference, size, quantisation and sampling defaults of a local model (the server's
+    sampling `flags` over the file's), read once."""
+    if entry.facts is None:
+        entry.facts = read_facts(entry.cfg, flags) or False
+    return entry.facts or None
+
+
 @router.get("/v1/models")
 async def list_models(registry: RegistryDep, request: Request) -> dict[str, Any]:
-    served = [card(e) for e in registry.entries if e.model_id is not None]
+    served = [card(e, registry.limits.sampling_defaults) for e in registry.entries if e.model_id is not None]
     embedding_only = [m.card() for m in getattr(request.app.state, "embedding_models", {}).values()]
     rerankers = [m.card() for m in getattr(request.app.state, "rerank_models", {}).values()]
     return {"object": "list", "data": served + embedding_only + rerankers}
@@ -96,12 +110,12 @@ async def list_models(registry: RegistryDep, request: Request) -> dict[str, Any]
 @router.post("/v1/models/{model_id:path}/unload")
 async def unload_model(model_id: str, registry: RegistryDep) -> dict[str, Any]:
     """Free a local model now (LocalAI's 'free'); 409 while it serves requests."""
-    return card(await registry.unload(model_id))
+    return card(await registry.unload(model_id), registry.limits.sampling_defaults)
 
 
 @router.get("/v1/models/{model_id:path}")
 async def get_model(model_id: str, registry: RegistryDep) -> dict[str, Any]:
-    return card(registry.find(model_id))
+    return card(registry.find(model_id), registry.limits.sampling_defaults)
 
 
 def engine_stats(pipe: Pipeline) -> dict[str, Any]:

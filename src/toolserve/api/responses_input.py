@@ -264,6 +264,6 @@ def chat_request(req: ResponsesRequest, history: tuple[Message, ...] = ()) -> tu
         messages=tuple(prompt), model=req.model, options=options, images=tuple(images),
         response_schema=response_schema_of(req.text), sampling=sampling, max_tokens=req.max_output_tokens,
         stops=tuple(stops), param_names=PARAMS,
-        sampling_set=frozenset(k for k in SAMPLING_DEFAULTS if getattr(req, k) is not None),
+        sampling_set=frozenset(k for k in SAMPLING_DEFAULTS if getattr(req, k, None) is not None),
     )
     return neutral, names, messages

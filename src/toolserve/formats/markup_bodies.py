@@ -620,6 +620,9 @@ def kv_value(value: Any, esc: str) -> str:
     return dumps(value)
 
 
-def xml_value(value: Any) -> str:
-    """A value as raw text inside a parameter tag: strings as they are, the rest as JSON."""
-    return value if isinstance(value, str) else dumps(value)
+def xml_value(value: Any, layout: bool = False) -> str:
+    """A value as raw text inside a parameter tag: strings as they are, the rest as JSON.
+    `layout`: the reader takes one newline after the open tag and one before the close as
+    layout (`XmlSyntax.strip_newline`), so a string with a newline at either end gets both."""
+    text = value if isinstance(value, str) else dumps(value)
+    return f"\n{text}\n" if layout and (text.startswith("\n") or text.endswith("\n")) else text

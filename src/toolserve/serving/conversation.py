@@ -53,19 +53,20 @@ class ChatRequest:
     context_limit: int | None = None
 
 
-def with_defaults(req: ChatRequest, limits: Limits) -> ChatRequest:
-    """The server's sampling defaults (`serve --temperature ...`) for the fields the client left out."""
-    sampling = server_defaults(req.sampling, req.sampling_set, limits)
-    return req if sampling is req.sampling else dataclasses.replace(req, sampling=sampling)
+def with_defaults(req: ChatRequest, defaults: Mapping[str, float]) -> ChatRequest:
+    """Sampling defaults for the fields the client left out: a local model's own
+    (`Pipeline.sampling_defaults`: flags, its source, its GGUF), an upstream's flags."""
+    params = fill_sampling(req.sampling, defaults, req.sampling_set)
+    return req if params is req.sampling else dataclasses.replace(req, sampling=params)
 
 
-def server_defaults(sampling: SamplingParams, given: frozenset[str], limits: Limits) -> SamplingParams:
-    """`sampling` with the server's defaults for the fields not in `given` (the client's own)."""
-    fill = {k: v for k, v in limits.sampling_defaults.items() if k not in given}
+def fill_sampling(params: SamplingParams, defaults: Mapping[str, float], sent: frozenset[str]) -> SamplingParams:
+    """`params` with `defaults` in the fields the client did not send."""
+    fill = {k: v for k, v in defaults.items() if k not in sent}
     if not fill:
-        return sampling
+        return params
     typed = {k: int(v) if k == "top_k" else float(v) for k, v in fill.items()}
-    return dataclasses.replace(sampling, **typed)  # type: ignore[arg-type]
+    return dataclasses.replace(params, **typed)  # type: ignore[arg-type]
 
 
 def context_size(pipe: Pipeline, limit: int | None, param: str) -> int:
@@ -251,12 +252,12 @@ async def start_conversation(registry: ModelRegistry, req: ChatRequest) -> Conve
                 check_caps(req, pipe.limits)  # before any image is fetched or decoded
                 images = await pipe.encode_images([(im.where, im.url) for im in req.images])
                 # rendering and tokenizing a long conversation takes a while: not on the event loop
-                conv = await asyncio.to_thread(Conversation, pipe, with_defaults(req, pipe.limits), images)
+                conv = await asyncio.to_thread(Conversation, pipe, with_defaults(req, pipe.sampling_fill()), images)
                 conv.ticket = pipe.admit()
                 return conv
         if not isinstance(entry, ChatBackend):
             raise Unsupported(f"'{entry.model_id}' cannot serve chat requests.", param="model")
         check_caps(req, entry.limits)
-        conv = Conversation(entry, with_defaults(req, entry.limits))
+        conv = Conversation(entry, with_defaults(req, entry.limits.sampling_defaults))
         conv.ticket = entry.admit()
         return conv

@@ -15,7 +15,9 @@ from toolserve.engine.repack import decide_repack
 from toolserve.errors import ModelLoadError
 from toolserve.formats.registry import detect_format, get_format
 from toolserve.formats.template import ChatTemplate, choose_template
-from toolserve.modelfile import bundled_model, find_mmproj, gguf_metadata, resolve_model
+from toolserve.modelfile import bundled_model, find_mmproj, gguf_metadata, model_bytes, model_parts, resolve_model
+from toolserve.models import sampling
+from toolserve.models.refs import model_stem
 from toolserve.serving.pipeline import Limits, Pipeline
 from toolserve.serving.placement import gpu_layers
 
@@ -80,11 +82,31 @@ def check_adapter(spec: Lora, arch: str) -> None:
 
 
 def adapter_label(cfg: ModelConfig, path: Path) -> str:
-    """The model's id: --model-alias, else the file's stem, with the stem of each --lora adapter
-    after a '+' (so /v1/models says which adapters are on)."""
+    """The model's id: --model-alias, else the reference's short name or the file's stem (a
+    split model's without its -00001-of-0000N), with the stem of each --lora adapter after a
+    '+' (so /v1/models says which adapters are on)."""
     if cfg.model_alias:
         return cfg.model_alias
-    return "+".join([path.stem, *(Path(a.path).stem + ("" if a.scale == 1.0 else f"@{a.scale:g}") for a in cfg.lora)])
+    name = cfg.origin.name if cfg.origin is not None else model_stem(path.name)
+    return "+".join([name, *(Path(a.path).stem + ("" if a.scale == 1.0 else f"@{a.scale:g}") for a in cfg.lora)])
+
+
+def is_bundled(path: Path) -> bool:
+    try:
+        return path.resolve() == bundled_model().resolve()
+    except ModelLoadError:
+        return False
+
+
+def sampling_defaults(cfg: ModelConfig, path: Path, flags: dict[str, float], meta: dict[str, object] | None = None) -> dict[str, sampling.Default]:
+    """The sampling each field of a request that sends none gets on this model, and why
+    (models/sampling.py): the server's flags over the model's source over its GGUF."""
+    meta = gguf_metadata(path) if meta is None else meta
+    origin = cfg.origin
+    return sampling.model_defaults(
+        meta, bundled=is_bundled(path), source_sampling=dict(origin.sampling) if origin else None,
+        source_name=f"{origin.source} ({origin.reference})" if origin else "", flags=flags,
+    )
 
 
 def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
@@ -103,7 +125,8 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
             override = Path(cfg.chat_template).read_text("utf-8")
         except OSError as exc:
             raise ModelLoadError(f"cannot read chat template {cfg.chat_template}: {exc.strerror}") from exc
-    log.info("loading %s (%.0f MB)", path, path.stat().st_size / 1e6)
+    parts = model_parts(path)
+    log.info("loading %s (%.0f MB%s)", path, model_bytes(path) / 1e6, f" in {len(parts)} parts" if len(parts) > 1 else "")
     started = time.perf_counter()
     if cfg.parallel < 0:
         raise ModelLoadError(f"--parallel must be at least 1 (or 0 for automatic), not {cfg.parallel}")
@@ -160,7 +183,17 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
         log.info("%s: LoRA adapter %s at scale %g", model_id, a.path, a.scale)
     for m in cfg.lora_models:
         log.info("%s: LoRA adapter %s at scale %g on %s's weights", m.id, m.lora.path, m.lora.scale, model_id)
+    if cfg.origin is not None and cfg.origin.source == "ollama":
+        log.info("%s: chat template from the GGUF (%s); Ollama's Go template is not used", model_id, label)
     pipe = Pipeline(engine, template, model_id, fmt, limits)
+    meta = gguf_metadata(path)
+    pipe.sampling_defaults = sampling_defaults(cfg, path, pipe.limits.sampling_defaults, meta)
+    skipped = sampling.from_gguf(meta)[1]
+    if skipped:
+        log.info("%s: sampling keys not applied: %s", model_id, ", ".join(skipped))
+    given = {k: f"{d.value:g} ({d.source})" for k, d in pipe.sampling_defaults.items() if d.source != sampling.PROTOCOL_SOURCE}
+    if given:
+        log.info("%s: sampling defaults %s", model_id, ", ".join(f"{k} {v}" for k, v in given.items()))
     pipe.adapters = tuple(cfg.lora)
     pipe.adapter_ids = {m.id: (i + 1, m.lora) for i, m in enumerate(cfg.lora_models)}
     return pipe

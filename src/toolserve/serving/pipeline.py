@@ -27,6 +27,7 @@ from toolserve.errors import (
 )
 from toolserve.formats.base import Format
 from toolserve.formats.template import MEDIA_MARKER, ChatTemplate
+from toolserve.models.sampling import Default, fill, model_defaults
 from toolserve.serving.chat import ChatOptions, ChatRenderer, OutputShaper, constraint_for
 from toolserve.serving.fim import Budget, ExtraChunk, FimPrompt, layout, require
 from toolserve.serving.media import ImagePolicy, load_image
@@ -56,7 +57,8 @@ class Finish:
     raw_text: str | None = None
 
 
-SAMPLING_DEFAULTS = ("temperature", "top_p", "top_k", "min_p")  # what `serve` may set defaults for (Limits.sampling_defaults)
+# what `serve` may set defaults for (Limits.sampling_defaults), as may a model (models/sampling.py)
+SAMPLING_DEFAULTS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,9 @@ class Pipeline:
         self.adapter_ids: dict[str, tuple[int, Lora]] = {}
         self.base_id: str | None = None
         self._family: list[Pipeline] = [self]  # the pipelines sharing this engine, this one first
+        # what a request that sends none of a sampling field gets, and why (the loader sets it
+        # from the flags, the model's source and its GGUF: models/sampling.py)
+        self.sampling_defaults: dict[str, Default] = model_defaults({}, flags=self.limits.sampling_defaults)
 
     def variant(self, model_id: str) -> Pipeline:
         """The pipeline of adapter id `model_id` (one of `adapter_ids`) on this one's engine:
@@ -148,6 +153,10 @@ class Pipeline:
         v.fingerprint = f"fp_{digest[:10]}"
         self._family.append(v)
         return v
+
+    def sampling_fill(self) -> dict[str, float]:
+        """The sampling values a request that sends none of a field gets (besides the protocol's own)."""
+        return fill(self.sampling_defaults)
 
     @property
     def family_in_flight(self) -> int:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from toolserve.config import ModelConfig, auto_parallel
 from toolserve.errors import InsufficientMemory, InvalidRequest, ModelBusy, ModelNotFound, ShuttingDown, ToolserveError
-from toolserve.modelfile import gguf_metadata, resolve_model
+from toolserve.modelfile import gguf_metadata, model_bytes, resolve_model
 from toolserve.serving.pipeline import Limits, Pipeline
 
 log = logging.getLogger(__name__)
@@ -57,7 +57,7 @@ def memory_estimate(cfg: ModelConfig) -> int:
     mmproj = getattr(cfg, "mmproj", None)  # an image projector is loaded beside the model
     extra = Path(mmproj).stat().st_size if mmproj and Path(mmproj).is_file() else 0
     adapters = sum(Path(a.path).stat().st_size for a in (*cfg.lora, *(m.lora for m in cfg.lora_models)) if Path(a.path).is_file())
-    return path.stat().st_size + extra + adapters + kv + cfg.cache_ram * MB
+    return model_bytes(path) + extra + adapters + kv + cfg.cache_ram * MB
 
 
 class UpstreamModel(Protocol):
@@ -104,6 +104,7 @@ class LocalModel:
     last_error: str | None = None
     loaded_at: float | None = None
     base: LocalModel | None = None  # a --lora-model id: the model whose engine it runs on
+    facts: Any = None  # serving.facts.Facts, read once for /v1/models (False: the file could not be read)
     created: int = field(default_factory=lambda: int(time.time()))
     kind: str = field(default="local", init=False)
     _task: asyncio.Future[None] | None = field(default=None, repr=False)  # the load or unload under way
@@ -111,6 +112,13 @@ class LocalModel:
     @property
     def model_id(self) -> str:
         return self.id
+
+    @property
+    def aliases(self) -> tuple[str, ...]:
+        """Other names requests may use for this model: the reference it was started with
+        (`owner/repo:Q4_K_M`, `ollama:qwen3:0.6b`), so `model` may repeat what `--model` said."""
+        origin = self.cfg.origin
+        return (origin.reference,) if origin is not None and self.base is None and origin.reference != self.id else ()
 
     @property
     def in_flight(self) -> int:
@@ -253,6 +261,9 @@ class ModelRegistry:
         for e in self.entries:
             if e.model_id == name:
                 return e
+        for m in self.local:
+            if name in m.aliases:
+                return m
         for pattern, target in self.model_map:
             if fnmatch.fnmatchcase(name, pattern):
                 mapped = next((e for e in self.entries if e.model_id == target), None)

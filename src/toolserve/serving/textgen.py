@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 
 from toolserve.serving.chat import ChatOptions
-from toolserve.serving.conversation import ResponseSchema, Step, check_counts, context_size, server_defaults, text_steps
+from toolserve.serving.conversation import ResponseSchema, Step, check_counts, context_size, fill_sampling, text_steps
 from toolserve.serving.pipeline import Pipeline, Ticket
 from toolserve.types import SamplingParams
 
@@ -37,7 +37,7 @@ class TextRun:
     def __init__(self, pipe: Pipeline, req: TextRequest):
         check_counts(pipe.limits, req.names, stops=len(req.stops))
         n_ctx = context_size(pipe, req.context_limit, req.names["context_limit"])
-        params = server_defaults(req.sampling, req.given, pipe.limits)
+        params = fill_sampling(req.sampling, pipe.sampling_fill(), req.given)
         constraint = pipe.constraint("", ChatOptions(), req.schema) if req.schema is not None else None
         params = dataclasses.replace(params, max_tokens=req.max_tokens or n_ctx, constraint=constraint)
         self.params = pipe.fit(req.prompt, params, param=req.names["prompt"], n_ctx=n_ctx)

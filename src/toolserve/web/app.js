@@ -49,15 +49,38 @@ async function loadModels() {
     return;
   }
   const select = $("model");
-  select.replaceChildren(...state.models.map((m) => Object.assign(el("option", null, m.id), { value: m.id })));
+  // grouped by where each model came from, as `toolserve models` lists them; the title names the file
+  const groups = new Map();
+  for (const m of state.models) {
+    const ts = m.toolserve || {};
+    const label = SOURCES[ts.source] || SOURCES[ts.backend] || (ts.kind === "embedding" ? "Embeddings" : "Other");
+    const option = Object.assign(el("option", null, m.id), { value: m.id, title: ts.reference || ts.path || m.id });
+    if (!groups.has(label)) groups.set(label, Object.assign(el("optgroup"), { label }));
+    groups.get(label).append(option);
+  }
+  select.replaceChildren(...groups.values());
   const wanted = state.models.some((m) => m.id === state.settings.model) ? state.settings.model : state.models[0]?.id;
   if (wanted) select.value = wanted;
   showModel();
 }
 
+const SOURCES = { hf: "Hugging Face", ollama: "Ollama", lmstudio: "LM Studio", bundled: "Bundled", file: "Files", upstream: "Upstream" };
+
 function showModel() {
   const ts = card()?.toolserve || {};
-  const bits = [ts.tool_format && `tools: ${ts.tool_format}`, ts.n_ctx && `${ts.n_ctx} ctx`, ts.vision && "vision", ts.mode];
+  const size = ts.size_bytes && (ts.size_bytes >= 1e9 ? `${(ts.size_bytes / 1e9).toFixed(1)} GB` : `${Math.round(ts.size_bytes / 1e6)} MB`);
+  const defaults = ts.sampling_defaults || {};
+  const temp = defaults.temperature;
+  const short = (d) => d.source.split(" (")[0]; // "model card (HuggingFaceTB/...)" -> "model card"
+  const bits = [
+    ts.quantization, size, ts.tool_format && `tools: ${ts.tool_format}`, ts.n_ctx && `${ts.n_ctx} ctx`, ts.vision && "vision", ts.mode,
+    temp && temp.source !== "protocol default" && `temperature ${temp.value} (${short(temp)})`,
+  ];
+  $("model-info").title = [ts.reference || ts.path, ...Object.entries(defaults).map(([k, d]) => `${k} ${d.value}: ${d.source}`)].filter(Boolean).join("\n");
+  // an empty field sends nothing, and the request gets the model's own value: say which
+  for (const field of ["temperature", "top_p"]) {
+    $(`s-${field}`).placeholder = defaults[field] ? `model: ${defaults[field].value}` : "server default";
+  }
   $("model-info").textContent = bits.filter(Boolean).join(" · ");
   $("attach-label").hidden = ts.vision === false;
 }

@@ -38,7 +38,7 @@ class MinimaxM2(Format):
         )
 
     def render_tool_call(self, call: ToolCall) -> str:
-        params = "".join(f'<parameter name="{k}">{xml_value(v)}</parameter>\n'
+        params = "".join(f'<parameter name="{k}">{xml_value(v, layout=True)}</parameter>\n'
                          for k, v in call_arguments(call).items())
         return f'<minimax:tool_call>\n<invoke name="{call.name}">\n{params}</invoke>\n</minimax:tool_call>'
 

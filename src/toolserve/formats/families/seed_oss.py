@@ -34,7 +34,7 @@ class SeedOss(Format):
         )
 
     def render_tool_call(self, call: ToolCall) -> str:
-        params = "".join(f"<parameter={k}>{xml_value(v)}</parameter>\n" for k, v in call_arguments(call).items())
+        params = "".join(f"<parameter={k}>{xml_value(v, layout=True)}</parameter>\n" for k, v in call_arguments(call).items())
         return f"<seed:tool_call>\n<function={call.name}>\n{params}</function>\n</seed:tool_call>"
 
 

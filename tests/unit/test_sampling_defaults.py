@@ -1,0 +1,62 @@
+"""Sampling defaults a model brings (models/sampling.py): GGUF keys as llama.cpp reads them, and
+which source wins."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolserve.models.sampling import BUNDLED_SOURCE, PROTOCOL, from_gguf, model_defaults
+from toolserve.serving.conversation import fill_sampling
+from toolserve.types import SamplingParams
+
+
+@pytest.mark.parametrize(
+    ("meta", "applied", "skipped"),
+    [
+        ({}, {}, []),
+        ({"general.sampling.temp": 0.6, "general.sampling.top_k": 20, "general.sampling.top_p": 0.95}, {"temperature": 0.6, "top_k": 20.0, "top_p": 0.95}, []),
+        ({"general.sampling.min_p": 0.05, "general.sampling.penalty_repeat": 1.05}, {"min_p": 0.05, "repetition_penalty": 1.05}, []),
+        # llama.cpp reads the value's text as a number (strtof / strtol): a string counts, top_k is cut to an integer
+        ({"general.sampling.temp": "0.7", "general.sampling.top_k": 40.9}, {"temperature": 0.7, "top_k": 40.0}, []),
+        ({"general.sampling.temp": True, "general.sampling.top_p": [0.9]}, {}, ["general.sampling.temp=True (not a number)", "general.sampling.top_p=[0.9] (not a number)"]),
+        ({"general.sampling.temp": "warm"}, {}, ["general.sampling.temp='warm' (not a number)"]),
+        ({"general.sampling.temp": -1.0, "general.sampling.top_p": 0.0, "general.sampling.min_p": 1.5}, {}, ["general.sampling.temp=-1.0 (out of range)", "general.sampling.top_p=0.0 (out of range)", "general.sampling.min_p=1.5 (out of range)"]),
+        ({"general.sampling.mirostat": 2, "general.sampling.sequence": "top_k;temperature"}, {}, ["general.sampling.sequence (no such sampler here)", "general.sampling.mirostat (no such sampler here)"]),
+        ({"general.sampling.temp": float("nan")}, {}, ["general.sampling.temp=nan (not a number)"]),
+    ],
+)
+def test_gguf_keys(meta: dict[str, object], applied: dict[str, float], skipped: list[str]) -> None:
+    got, not_applied = from_gguf(meta)
+    assert got == applied
+    assert sorted(not_applied) == sorted(skipped)
+
+
+def test_later_sources_win_field_by_field() -> None:
+    meta = {"general.sampling.temp": 0.6, "general.sampling.top_k": 20}
+    got = model_defaults(meta, bundled=True, source_sampling={"top_k": 30.0, "min_p": 0.1}, source_name="ollama (ollama:m)", flags={"min_p": 0.2})
+    assert {k: (d.value, d.source) for k, d in got.items()} == {
+        "temperature": (0.6, "gguf general.sampling.temp"),
+        "top_p": (0.9, BUNDLED_SOURCE),
+        "top_k": (30.0, "ollama (ollama:m)"),
+        "min_p": (0.2, "--min-p"),
+        "repetition_penalty": (1.0, "protocol default"),
+    }
+
+
+def test_nothing_set_is_the_protocol() -> None:
+    assert {k: d.value for k, d in model_defaults({}).items()} == PROTOCOL
+
+
+@pytest.mark.parametrize(
+    ("sent", "expected"),
+    [
+        (frozenset(), SamplingParams(max_tokens=5, temperature=0.2, top_p=0.9, top_k=7)),
+        (frozenset({"temperature"}), SamplingParams(max_tokens=5, temperature=1.5, top_p=0.9, top_k=7)),
+        (frozenset({"temperature", "top_p", "top_k"}), SamplingParams(max_tokens=5, temperature=1.5, top_p=1.0, top_k=0)),
+    ],
+)
+def test_a_request_keeps_what_it_sent(sent: frozenset[str], expected: SamplingParams) -> None:
+    request = SamplingParams(max_tokens=5, temperature=1.5)
+    got = fill_sampling(request, {"temperature": 0.2, "top_p": 0.9, "top_k": 7.0}, sent)
+    assert got == expected
+    assert isinstance(got.top_k, int)
