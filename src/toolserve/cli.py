@@ -172,6 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--temperature", type=float, default=0.0)
     run.add_argument("--seed", type=int, default=None)
     sub.add_parser("parse", help="parse model output in a tool-call format (see --help)", add_help=False)
+    sub.add_parser("launch", help="run Codex CLI or Claude Code on toolserve (see --help)", add_help=False)
     from toolserve.models.commands import add_commands
 
     add_commands(sub, _hub_flags)
@@ -494,6 +495,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from toolserve.formats.parse_cli import main as parse_main
 
         return parse_main(argv[1:])
+    if argv[:1] == ["launch"]:
+        from toolserve.launch import main as launch_main
+
+        return launch_main(argv[1:])
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
