@@ -8,8 +8,8 @@ import argparse
 import json
 import logging
 import os
-import shutil
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
