@@ -197,9 +197,16 @@ def _run(argv: list[str], env: dict[str, str], agent: Agent) -> int:
     child = {k: v for k, v in os.environ.items() if not (agent is CLAUDE and k in CLAUDE_ELSEWHERE)}
     child.update(env)
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    proc = subprocess.Popen(argv, env=child, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
-        proc = subprocess.Popen(argv, env=child, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         code = proc.wait()
+    except BaseException:  # launch itself told to stop (SIGTERM, SIGHUP): the agent too
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        raise
     finally:
         signal.signal(signal.SIGINT, previous)
     return 128 - code if code < 0 else code
