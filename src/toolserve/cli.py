@@ -491,14 +491,9 @@ def _chat(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["parse"]:
-        from toolserve.formats.parse_cli import main as parse_main
-
-        return parse_main(argv[1:])
-    if argv[:1] == ["launch"]:
-        from toolserve.launch import main as launch_main
-
-        return launch_main(argv[1:])
+    if argv[:1] in (["parse"], ["launch"]):  # their own parsers: what they take is not serve's
+        import importlib
+        return int(importlib.import_module({"parse": "toolserve.formats.parse_cli", "launch": "toolserve.launch"}[argv[0]]).main(argv[1:]))
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s"

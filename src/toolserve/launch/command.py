@@ -139,6 +139,8 @@ def launch(args: argparse.Namespace, agent_args: list[str]) -> int:
         if args.ctx_size:
             raise ToolserveError("--ctx-size is for a server launch starts; the server at --url keeps its own")
         model, served = remote_model(url, args.api_key, args.model)
+        if served is None:
+            _say(f"{url} does not say how large a context it gives {model}: assuming {agent.preferred_ctx:,} tokens")
         got = fit(agent, model, prompt=args.prompt, served=served, url=url)
     else:
         info = local_model(args.model, offline=args.offline, token=args.hf_token)
