@@ -65,6 +65,18 @@ def test_gemma3_merges_consecutive_user_turns() -> None:
     assert out == "<bos><start_of_turn>user\na\n\nb<end_of_turn>\n"
 
 
+def test_developer_turns_are_the_system_turn_where_the_template_has_no_developer() -> None:
+    """Codex CLI sends its instructions as `developer` (OpenAI: the system turn); Gemma 3's
+    template raises on any role it does not know, so they fold in as a system message would."""
+    t = gemma()
+    assert not t.caps.supports_developer
+    out = t.render([{"role": "system", "content": "S"}, {"role": "developer", "content": "D"}, {"role": "user", "content": "Hi"}])
+    assert out == "<bos><start_of_turn>user\nS\n\nD\n\nHi<end_of_turn>\n<start_of_turn>model\n"
+    knows = ChatTemplate("{% for m in messages %}[{{ m['role'] }}]{{ m['content'] }}{% endfor %}")
+    assert knows.caps.supports_developer
+    assert knows.render([{"role": "developer", "content": "D"}, {"role": "user", "content": "u"}]) == "[developer]D[user]u"
+
+
 def test_unknown_architecture_falls_back_to_chatml() -> None:
     source, label = choose_template(None, "mamba")
     assert label == "bundled:chatml"

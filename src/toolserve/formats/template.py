@@ -89,6 +89,7 @@ class TemplateCaps:
     supports_system: bool
     strict_alternation: bool
     image_placeholder: str | None = None  # the template renders image parts as this text
+    supports_developer: bool = True  # a `developer` turn renders (else it is the system turn, as OpenAI defines it)
 
 
 class ChatTemplate:
@@ -118,12 +119,14 @@ class ChatTemplate:
         marker = "\u2063sys-probe\u2063"
         with_system = self._try([{"role": "system", "content": marker}, {"role": "user", "content": "u"}])
         supports_system = with_system is not None and marker in with_system
+        with_developer = self._try([{"role": "developer", "content": marker}, {"role": "user", "content": "u"}])
         two_users = self._try([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
         text = "\u2063img-probe\u2063"
         with_image = self._try([{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]}]) or ""
         placeholder = next((p for p in IMAGE_PLACEHOLDERS if p in with_image), None) if text in with_image else None
         return TemplateCaps(
-            supports_system=supports_system, strict_alternation=two_users is None, image_placeholder=placeholder
+            supports_system=supports_system, strict_alternation=two_users is None, image_placeholder=placeholder,
+            supports_developer=with_developer is not None and marker in with_developer,
         )
 
     def _image_parts(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -158,6 +161,10 @@ class ChatTemplate:
     def adapt(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Fold system messages into the first user turn and merge same-role runs if needed."""
         out = [dict(m) for m in messages]
+        if not self.caps.supports_developer:  # Codex sends its instructions as `developer`
+            out = [{**m, "role": "system"} if m["role"] == "developer" else m for m in out]
+            while len(out) > 1 and out[0]["role"] == out[1]["role"] == "system":
+                out[:2] = [{**out[0], "content": f"{out[0]['content'] or ''}\n\n{out[1]['content'] or ''}"}]
         if not self.caps.supports_system:
             system = "\n\n".join(m["content"] or "" for m in out if m["role"] in ("system", "developer"))
             out = [m for m in out if m["role"] not in ("system", "developer")]
