@@ -8,6 +8,7 @@ answer to the same model output are the same response. Codex reads calls from
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -20,11 +21,14 @@ from fastapi.responses import JSONResponse, Response
 from toolserve.api.deps import RegistryDep, log_prompt
 from toolserve.api.errors import error_of
 from toolserve.api.responses_input import ResponsesRequest, ToolNames, chat_request
+from toolserve.api.responses_mcp import MAX_TURNS, McpRun, taken_names
 from toolserve.api.responses_store import ResponseStore, Stored
 from toolserve.api.streaming import sse_response, unless_disconnected
-from toolserve.errors import ToolserveError
-from toolserve.serving.conversation import Conversation, start_conversation
+from toolserve.errors import InvalidRequest, ToolserveError
+from toolserve.mcp.client import CallResult
+from toolserve.serving.conversation import ChatRequest, Conversation, start_conversation
 from toolserve.serving.pipeline import Finish
+from toolserve.serving.registry import ModelRegistry
 from toolserve.types import ContentDelta, Delta, Message, ReasoningDelta, ToolCall, ToolCallArgs, ToolCallStart, Usage
 
 router = APIRouter()
@@ -43,8 +47,13 @@ class OutputBuilder:
         self.names = names
         self.items: list[Json] = []
         self.open: Json | None = None
-        self.calls: dict[int, Json] = {}  # the model's call index -> its item
+        self.calls: dict[int, Json] = {}  # the model's call index -> its item, in this turn
+        self.to_run: list[Json] = []  # mcp_call items whose arguments are complete, not run yet
+        self.turn_start = 0  # the first item of this turn (one generation)
         self.seq = 0
+
+    def next_turn(self) -> None:
+        self.calls, self.to_run, self.turn_start = {}, [], len(self.items)
 
     def _ev(self, kind: str, **fields: Any) -> Json:
         self.seq += 1
@@ -67,6 +76,12 @@ class OutputBuilder:
                     self._ev("response.reasoning_summary_part.done", **at, summary_index=0, part=dict(item["summary"][0]))]
         elif item["type"] == "function_call":
             out.append(self._ev("response.function_call_arguments.done", **at, arguments=item["arguments"], name=item["name"]))
+        elif item["type"] == "mcp_call":  # done once it has run (ran)
+            item["status"] = "in_progress"
+            self.to_run.append(item)
+            return [*out, self._ev("response.mcp_call_arguments.done", **at, arguments=item["arguments"])]
+        elif item["type"] == "mcp_approval_request":
+            del item["status"]
         else:  # custom_tool_call: its input is the string inside the arguments the model wrote
             item["input"] = self._custom_input(item.pop("_arguments"))
             out.append(self._ev("response.custom_tool_call_input.done", **at, input=item["input"]))
@@ -107,6 +122,15 @@ class OutputBuilder:
             else:
                 self.open["summary"][0]["text"] += d.text
                 out.append(self._ev("response.reasoning_summary_text.delta", **at, summary_index=0, delta=d.text))
+        elif isinstance(d, ToolCallStart) and d.name in self.names.mcp:
+            mcp = self.names.mcp[d.name]
+            kind = "mcp_approval_request" if mcp.approval else "mcp_call"
+            made: Json = {"id": _id("mcpr" if mcp.approval else "mcp"), "type": kind, "status": "in_progress",
+                          "server_label": mcp.label, "name": mcp.name, "arguments": "", "_flat": d.name}
+            if not mcp.approval:
+                made.update(output=None, error=None, approval_request_id=None)
+            self.calls[d.index] = made
+            out += self._start(made)
         elif isinstance(d, ToolCallStart):
             name, namespace, custom = self.names.origin(d.name)
             item: Json = {"id": _id("ctc" if custom else "fc"), "type": "custom_tool_call" if custom else "function_call",
@@ -123,10 +147,13 @@ class OutputBuilder:
             item = self.calls[d.index]
             if item["type"] == "custom_tool_call":
                 item["_arguments"] += d.fragment  # a JSON text until the call closes: no input deltas
+            elif item["type"] == "mcp_approval_request":
+                item["arguments"] += d.fragment  # the item is sent whole when done
             else:
                 item["arguments"] += d.fragment
                 at = {"item_id": item["id"], "output_index": self.items.index(item)}
-                out.append(self._ev("response.function_call_arguments.delta", **at, delta=d.fragment))
+                kind = "mcp_call_arguments" if item["type"] == "mcp_call" else "function_call_arguments"
+                out.append(self._ev(f"response.{kind}.delta", **at, delta=d.fragment))
         return out
 
     def _open_text(self, kind: str) -> list[Json]:
@@ -149,14 +176,42 @@ class OutputBuilder:
     def finish(self) -> list[Json]:
         return self._close()
 
-    def as_messages(self) -> list[Message]:
-        """The output as chat history, for a later previous_response_id."""
+    def ran(self, item: Json, result: CallResult) -> list[Json]:
+        """The events of an MCP call that has run, the item done with its output or error."""
+        at = {"item_id": item["id"], "output_index": self.items.index(item)}
+        failed = result.error is not None
+        item.update(status="failed" if failed else "completed", output=result.output, error=result.error)
+        return [self._ev("response.mcp_call.in_progress", **at),
+                self._ev(f"response.mcp_call.{'failed' if failed else 'completed'}", **at),
+                self._ev("response.output_item.done", output_index=at["output_index"], item=self.public(item))]
+
+    def whole(self, item: Json) -> list[Json]:
+        """The events of an item made whole before the first generation (a listing, an approved call)."""
+        self.items.append(item)
+        at = {"item_id": item["id"], "output_index": len(self.items) - 1}
+        kind = item["type"]
+        shown = {**item, "tools": []} if kind == "mcp_list_tools" else {**item, "status": "in_progress", "output": None, "error": None}
+        ok = item.get("error") is None
+        step = "mcp_list_tools" if kind == "mcp_list_tools" else "mcp_call"
+        return [self._ev("response.output_item.added", output_index=at["output_index"], item=shown),
+                self._ev(f"response.{step}.in_progress", **at),
+                self._ev(f"response.{step}.{'completed' if ok else 'failed'}", **at),
+                self._ev("response.output_item.done", output_index=at["output_index"], item=dict(item))]
+
+    def as_messages(self, since: int = 0) -> list[Message]:
+        """The output from item `since` on as chat history (the next turn's, a later
+        previous_response_id's)."""
         content, reasoning, calls = [], [], []
-        for item in self.items:
+        for item in self.items[since:]:
             if item["type"] == "message":
                 content.append(item["content"][0]["text"])
             elif item["type"] == "reasoning":
                 reasoning.append(item["summary"][0]["text"])
+            elif item["type"] in ("mcp_call", "mcp_approval_request"):
+                if "_flat" in item:  # made by the model in this response, not an approved call
+                    calls.append(ToolCall(item["id"], item["_flat"], item["arguments"]))
+            elif item["type"] == "mcp_list_tools":
+                continue
             else:
                 args = item.get("arguments") if item["type"] == "function_call" else json.dumps({"input": item.get("input", "")})
                 calls.append(ToolCall(item["call_id"], self.names.flat(item["name"], item.get("namespace")), str(args)))
@@ -175,13 +230,24 @@ def usage_json(u: Usage) -> Json:
 
 
 class ResponseRun:
-    """One response: its envelope, its builder, and the stream or the whole of it."""
+    """One response: its envelope, its builder, and the stream or the whole of it. With MCP
+    tools it may take several generations (turns): the calls of one run on their servers, and
+    the next generation reads their results, until the model answers, calls a function the
+    client runs, waits for an approval, or MAX_TURNS is reached."""
 
-    def __init__(self, conv: Conversation, req: ResponsesRequest, names: ToolNames, store: ResponseStore, history: list[Message]):
-        self.conv, self.req, self.store, self.history = conv, req, store, history
+    def __init__(self, conv: Conversation, neutral: ChatRequest, req: ResponsesRequest, names: ToolNames,
+                 store: ResponseStore, history: list[Message], *, registry: ModelRegistry | None = None,
+                 mcp: McpRun | None = None, prior: Stored | None = None):
+        self.conv, self.neutral, self.req, self.store, self.history = conv, neutral, req, store, history
+        self.registry, self.mcp, self.prior = registry, mcp, prior
         self.builder = OutputBuilder(names)
         self.id = _id("resp")
         self.created = int(time.time())
+        self.usage = Usage(0, 0)
+        self.calls_run = 0
+
+    def release(self) -> None:
+        self.conv.ticket.release()
 
     def envelope(self, status: str, finish: Finish | None = None, error: ToolserveError | None = None) -> Json:
         r, opts = self.req, self.conv.req.options
@@ -198,9 +264,9 @@ class ResponseRun:
             "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
             "store": r.store is not False, "temperature": r.temperature if r.temperature is not None else 1.0,
             "text": r.echoed("text") or {"format": {"type": "text"}}, "tool_choice": r.echoed("tool_choice") or "auto",
-            "tools": r.echoed("tools") or [],
+            "tools": [_redacted(t) for t in r.echoed("tools") or []],
             "top_p": r.top_p if r.top_p is not None else 1.0, "truncation": r.truncation or "disabled",
-            "usage": usage_json(finish.usage) if finish is not None else None, "user": r.user,
+            "usage": usage_json(self.usage) if finish is not None else None, "user": r.user,
         }
 
     async def events(self, *, in_band: bool = True) -> AsyncIterator[Json]:
@@ -210,13 +276,44 @@ class ResponseRun:
         start = self.envelope("in_progress")
         yield b._ev("response.created", response=start)
         yield b._ev("response.in_progress", response=start)
+        for item in self.mcp.new_items if self.mcp else []:
+            for ev in b.whole(item):
+                yield ev
         finish: Finish | None = None
         try:
-            async for step in self.conv.choice(0):
-                for d in step.deltas:
-                    for ev in b.feed(d):
+            for turn in range(MAX_TURNS):
+                b.next_turn()
+                finish = None
+                async for step in self.conv.choice(0):
+                    for d in step.deltas:
+                        for ev in b.feed(d):
+                            yield ev
+                    finish = step.finish or finish
+                for ev in b.finish():
+                    yield ev
+                self.release()  # another request may use the model while the calls run
+                if finish is not None:
+                    u = finish.usage
+                    self.usage = Usage(self.usage.prompt_tokens + u.prompt_tokens, self.usage.completion_tokens + u.completion_tokens,
+                                       self.usage.cached_tokens + u.cached_tokens)
+                if not b.to_run or finish is None or finish.finish_reason == "length":
+                    break
+                results = []
+                for item in b.to_run:
+                    result = await self.mcp.call(item["server_label"], item["name"], item["arguments"])  # type: ignore[union-attr]
+                    self.calls_run += 1
+                    results.append(Message(role="tool", content=result.text, tool_call_id=item["id"]))
+                    for ev in b.ran(item, result):
                         yield ev
-                finish = step.finish or finish
+                waiting = any(i["type"] not in ("mcp_call", "mcp_list_tools", "reasoning", "message") for i in b.items[b.turn_start:])
+                if waiting:  # function calls or approval requests: the client's turn
+                    break
+                nxt = self._next_turn([*b.as_messages(b.turn_start), *results], turn + 1)
+                if nxt is None:
+                    finish = dataclasses.replace(finish, finish_reason="length")
+                    break
+                assert self.registry is not None
+                self.conv = await start_conversation(self.registry, nxt)
         except ToolserveError as exc:
             if not in_band:
                 raise
@@ -231,6 +328,20 @@ class ResponseRun:
         self._keep(final)
         yield b._ev(f"response.{status}", response=final)
 
+    def _next_turn(self, added: list[Message], turn: int) -> ChatRequest | None:
+        """The next generation's request: this one's with the calls and their results added;
+        None when max_output_tokens is spent. The last turn allowed may call no tool."""
+        n = self.neutral
+        budget = None if n.max_tokens is None else n.max_tokens - self.usage.completion_tokens
+        if budget is not None and budget <= 0:
+            return None
+        self.history = [*self.history, *added]
+        limit = self.req.max_tool_calls
+        last = turn + 1 >= MAX_TURNS or (limit is not None and self.calls_run >= limit)
+        options = dataclasses.replace(n.options, tool_choice="none" if last else "auto", tool_name=None)
+        self.neutral = dataclasses.replace(n, messages=(*n.messages, *added), options=options, max_tokens=budget)
+        return self.neutral
+
     async def complete(self) -> Json:
         final: Json = {}
         async for ev in self.events(in_band=False):
@@ -239,8 +350,21 @@ class ResponseRun:
         return final
 
     def _keep(self, final: Json) -> None:
-        if self.req.store is not False:
-            self.store.put(Stored(final, tuple([*self.history, *self.builder.as_messages()])))
+        if self.req.store is False:
+            return
+        b = self.builder
+        lists = {**(self.prior.mcp_lists if self.prior else {}), **(self.mcp.known if self.mcp else {})}
+        pending = {**(self.prior.approvals if self.prior else {})}
+        pending.update({i["id"]: b.public(i) for i in b.items if i["type"] == "mcp_approval_request"})
+        messages = [*self.history, *b.as_messages(b.turn_start)]
+        self.store.put(Stored(final, tuple(messages), mcp_lists=lists, approvals=pending))
+
+
+def _redacted(tool: Json) -> Json:
+    """An echoed tool without what may be a secret: an mcp tool's headers and token."""
+    if tool.get("type") != "mcp":
+        return tool
+    return {k: v for k, v in tool.items() if k not in ("headers", "authorization")}
 
 
 def _store(request: Request) -> ResponseStore:
@@ -250,20 +374,32 @@ def _store(request: Request) -> ResponseStore:
 @router.post("/v1/responses")
 async def create_response(req: ResponsesRequest, request: Request, registry: RegistryDep) -> Response:
     store = _store(request)
-    history: tuple[Message, ...] = ()
-    if req.previous_response_id:
-        history = store.get(req.previous_response_id).messages
-    neutral, names, conversation = chat_request(req, history)
+    prior = store.get(req.previous_response_id) if req.previous_response_id else None
+    history = prior.messages if prior else ()
+    names = ToolNames()
+    mcp = await McpRun.prepare(req, getattr(request.app.state, "mcp", None), dict(prior.mcp_lists) if prior else {})
+    offered = mcp.offer(names, taken_names(req)) if mcp else ()
+    if mcp:
+        mcp.check_choice(names, req.tool_choice)
+    neutral, names, conversation = chat_request(req, history, names, offered)
+    if names.approvals:
+        if mcp is None:
+            raise InvalidRequest("input holds an mcp_approval_response, but tools holds no mcp tool to run it.", param="tools")
+        skip = len(neutral.messages) - len(conversation)  # the instructions, in front
+        prompt = list(neutral.messages)
+        for at, text, _ in await mcp.answer(names, dict(prior.approvals) if prior else {}):
+            conversation[at] = prompt[at + skip] = dataclasses.replace(conversation[at], content=text)
+        neutral = dataclasses.replace(neutral, messages=tuple(prompt))
     conv = await start_conversation(registry, neutral)
     if conv.prompt_text is not None:
         log_prompt(request, conv.prompt_text)
-    run = ResponseRun(conv, req, names, store, conversation)
+    run = ResponseRun(conv, neutral, req, names, store, conversation, registry=registry, mcp=mcp, prior=prior)
     if req.stream:
-        return sse_response(run.events(), on_close=conv.ticket.release, named=True, error=run_error(run))
+        return sse_response(run.events(), on_close=run.release, named=True, error=run_error(run))
     try:
         return JSONResponse(await unless_disconnected(request, run.complete()))
     finally:
-        conv.ticket.release()
+        run.release()
 
 
 def run_error(run: ResponseRun) -> Any:
