@@ -24,9 +24,9 @@ def add(a: int, b: int) -> int:
 
 
 @server.tool()
-def fail(reason: str) -> str:
+def fail() -> str:
     """A tool that always fails."""
-    raise ToolError(f"failed on purpose: {reason}")
+    raise ToolError("failed on purpose")
 
 
 @server.tool(annotations=ToolAnnotations(readOnlyHint=True))

@@ -185,6 +185,15 @@ class OutputBuilder:
                 self._ev(f"response.mcp_call.{'failed' if failed else 'completed'}", **at),
                 self._ev("response.output_item.done", output_index=at["output_index"], item=self.public(item))]
 
+    def cut(self) -> list[Json]:
+        """The MCP calls max_output_tokens cut short: done, incomplete, never run."""
+        out = []
+        for item in self.to_run:
+            item["status"] = "incomplete"
+            out.append(self._ev("response.output_item.done", output_index=self.items.index(item), item=self.public(item)))
+        self.to_run = []
+        return out
+
     def whole(self, item: Json) -> list[Json]:
         """The events of an item made whole before the first generation (a listing, an approved call)."""
         self.items.append(item)
@@ -296,7 +305,11 @@ class ResponseRun:
                     u = finish.usage
                     self.usage = Usage(self.usage.prompt_tokens + u.prompt_tokens, self.usage.completion_tokens + u.completion_tokens,
                                        self.usage.cached_tokens + u.cached_tokens)
-                if not b.to_run or finish is None or finish.finish_reason == "length":
+                if not b.to_run:
+                    break
+                if finish is None or finish.finish_reason == "length":  # a call cut short does not run
+                    for ev in b.cut():
+                        yield ev
                     break
                 results = []
                 for item in b.to_run:
