@@ -244,10 +244,11 @@ class ResponseRun:
     the next generation reads their results, until the model answers, calls a function the
     client runs, waits for an approval, or MAX_TURNS is reached."""
 
-    def __init__(self, conv: Conversation, neutral: ChatRequest, req: ResponsesRequest, names: ToolNames,
-                 store: ResponseStore, history: list[Message], *, registry: ModelRegistry | None = None,
-                 mcp: McpRun | None = None, prior: Stored | None = None):
-        self.conv, self.neutral, self.req, self.store, self.history = conv, neutral, req, store, history
+    def __init__(self, conv: Conversation, req: ResponsesRequest, names: ToolNames, store: ResponseStore,
+                 history: list[Message], *, registry: ModelRegistry | None = None, mcp: McpRun | None = None,
+                 prior: Stored | None = None):
+        self.conv, self.req, self.store, self.history = conv, req, store, history
+        self.neutral: ChatRequest = conv.req  # the next turn's request grows from it
         self.registry, self.mcp, self.prior = registry, mcp, prior
         self.builder = OutputBuilder(names)
         self.id = _id("resp")
@@ -300,7 +301,6 @@ class ResponseRun:
                     finish = step.finish or finish
                 for ev in b.finish():
                     yield ev
-                self.release()  # another request may use the model while the calls run
                 if finish is not None:
                     u = finish.usage
                     self.usage = Usage(self.usage.prompt_tokens + u.prompt_tokens, self.usage.completion_tokens + u.completion_tokens,
@@ -311,6 +311,7 @@ class ResponseRun:
                     for ev in b.cut():
                         yield ev
                     break
+                self.release()  # another request may use the model while the calls run
                 results = []
                 for item in b.to_run:
                     result = await self.mcp.call(item["server_label"], item["name"], item["arguments"])  # type: ignore[union-attr]
@@ -406,7 +407,7 @@ async def create_response(req: ResponsesRequest, request: Request, registry: Reg
     conv = await start_conversation(registry, neutral)
     if conv.prompt_text is not None:
         log_prompt(request, conv.prompt_text)
-    run = ResponseRun(conv, neutral, req, names, store, conversation, registry=registry, mcp=mcp, prior=prior)
+    run = ResponseRun(conv, req, names, store, conversation, registry=registry, mcp=mcp, prior=prior)
     if req.stream:
         return sse_response(run.events(), on_close=run.release, named=True, error=run_error(run))
     try:
