@@ -253,8 +253,11 @@ class ResponseRun:
         self.builder = OutputBuilder(names)
         self.id = _id("resp")
         self.created = int(time.time())
-        self.usage = Usage(0, 0)
-        self.calls_run = 0
+        self.usage = Usage(0, 0)  # of all the generations
+        self.finish: Finish | None = None  # the last generation's
+        self.calls_run = 0  # MCP calls, for max_tool_calls
+        self.added: list[Message] = []  # the last turn and its calls' results, for the next generation
+        self.settled = False  # the last turn is in `history` already
 
     def release(self) -> None:
         self.conv.ticket.release()
@@ -286,45 +289,26 @@ class ResponseRun:
         start = self.envelope("in_progress")
         yield b._ev("response.created", response=start)
         yield b._ev("response.in_progress", response=start)
-        for item in self.mcp.new_items if self.mcp else []:
+        for item in self.mcp.new_items if self.mcp else []:  # listed, or approved and run, before generating
             for ev in b.whole(item):
                 yield ev
-        finish: Finish | None = None
         try:
-            for turn in range(MAX_TURNS):
-                b.next_turn()
-                finish = None
-                async for step in self.conv.choice(0):
-                    for d in step.deltas:
-                        for ev in b.feed(d):
-                            yield ev
-                    finish = step.finish or finish
-                for ev in b.finish():
+            for turn in range(1, MAX_TURNS + 1):
+                async for ev in self._generation():
                     yield ev
-                if finish is not None:
-                    u = finish.usage
-                    self.usage = Usage(self.usage.prompt_tokens + u.prompt_tokens, self.usage.completion_tokens + u.completion_tokens,
-                                       self.usage.cached_tokens + u.cached_tokens)
                 if not b.to_run:
                     break
-                if finish is None or finish.finish_reason == "length":  # a call cut short does not run
+                if self.finish is None or self.finish.finish_reason == "length":  # a call cut short does not run
                     for ev in b.cut():
                         yield ev
                     break
-                self.release()  # another request may use the model while the calls run
-                results = []
-                for item in b.to_run:
-                    result = await self.mcp.call(item["server_label"], item["name"], item["arguments"])  # type: ignore[union-attr]
-                    self.calls_run += 1
-                    results.append(Message(role="tool", content=result.text, tool_call_id=item["id"]))
-                    for ev in b.ran(item, result):
-                        yield ev
-                waiting = any(i["type"] not in ("mcp_call", "mcp_list_tools", "reasoning", "message") for i in b.items[b.turn_start:])
-                if waiting:  # function calls or approval requests: the client's turn
+                async for ev in self._run_calls():
+                    yield ev
+                if self._clients_turn():
                     break
-                nxt = self._next_turn([*b.as_messages(b.turn_start), *results], turn + 1)
-                if nxt is None:
-                    finish = dataclasses.replace(finish, finish_reason="length")
+                nxt = self._next_turn(turn)
+                if nxt is None:  # max_output_tokens spent
+                    self.finish = dataclasses.replace(self.finish, finish_reason="length")
                     break
                 assert self.registry is not None
                 self.conv = await start_conversation(self.registry, nxt)
@@ -333,27 +317,66 @@ class ResponseRun:
                 raise
             for ev in b.finish():
                 yield ev
-            yield b._ev("response.failed", response=self.envelope("failed", finish, exc))
+            yield b._ev("response.failed", response=self.envelope("failed", self.finish, exc))
             return
         for ev in b.finish():
             yield ev
-        status = "incomplete" if finish is not None and finish.finish_reason == "length" else "completed"
-        final = self.envelope(status, finish)
+        status = "incomplete" if self.finish is not None and self.finish.finish_reason == "length" else "completed"
+        final = self.envelope(status, self.finish)
         self._keep(final)
         yield b._ev(f"response.{status}", response=final)
 
-    def _next_turn(self, added: list[Message], turn: int) -> ChatRequest | None:
+    async def _generation(self) -> AsyncIterator[Json]:
+        """One generation's events; its finish in `self.finish`, its usage added up."""
+        b = self.builder
+        b.next_turn()
+        self.finish, self.settled = None, False
+        async for step in self.conv.choice(0):
+            for d in step.deltas:
+                for ev in b.feed(d):
+                    yield ev
+            self.finish = step.finish or self.finish
+        for ev in b.finish():
+            yield ev
+        if self.finish is not None:
+            u, total = self.finish.usage, self.usage
+            self.usage = Usage(total.prompt_tokens + u.prompt_tokens, total.completion_tokens + u.completion_tokens,
+                               total.cached_tokens + u.cached_tokens)
+
+    async def _run_calls(self) -> AsyncIterator[Json]:
+        """The MCP calls of this generation, one after another; the turn and the results join
+        the conversation."""
+        assert self.mcp is not None
+        b = self.builder
+        self.release()  # another request may use the model while the calls run
+        results = []
+        for item in b.to_run:
+            result = await self.mcp.call(item["server_label"], item["name"], item["arguments"])
+            self.calls_run += 1
+            results.append(Message(role="tool", content=result.text, tool_call_id=item["id"]))
+            for ev in b.ran(item, result):
+                yield ev
+        self.history = [*self.history, *b.as_messages(b.turn_start)]
+        self.added = [*self.history[-1:], *results]
+        self.history += results
+        self.settled = True
+
+    def _clients_turn(self) -> bool:
+        """Whether the generation also made calls the client answers (functions, approvals)."""
+        assistant = self.added[0]
+        return any(c.id not in {m.tool_call_id for m in self.added[1:]} for c in assistant.tool_calls)
+
+    def _next_turn(self, turn: int) -> ChatRequest | None:
         """The next generation's request: this one's with the calls and their results added;
         None when max_output_tokens is spent. The last turn allowed may call no tool."""
         n = self.neutral
         budget = None if n.max_tokens is None else n.max_tokens - self.usage.completion_tokens
         if budget is not None and budget <= 0:
             return None
-        self.history = [*self.history, *added]
         limit = self.req.max_tool_calls
         last = turn + 1 >= MAX_TURNS or (limit is not None and self.calls_run >= limit)
         options = dataclasses.replace(n.options, tool_choice="none" if last else "auto", tool_name=None)
-        self.neutral = dataclasses.replace(n, messages=(*n.messages, *added), options=options, max_tokens=budget)
+        self.neutral = dataclasses.replace(n, messages=(*n.messages, *self.added), options=options, max_tokens=budget)
         return self.neutral
 
     async def complete(self) -> Json:
@@ -370,7 +393,7 @@ class ResponseRun:
         lists = {**(self.prior.mcp_lists if self.prior else {}), **(self.mcp.known if self.mcp else {})}
         pending = {**(self.prior.approvals if self.prior else {})}
         pending.update({i["id"]: b.public(i) for i in b.items if i["type"] == "mcp_approval_request"})
-        messages = [*self.history, *b.as_messages(b.turn_start)]
+        messages = [*self.history, *([] if self.settled else b.as_messages(b.turn_start))]
         self.store.put(Stored(final, tuple(messages), mcp_lists=lists, approvals=pending))
 
 
