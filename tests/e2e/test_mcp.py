@@ -1,5 +1,5 @@
 """The Responses API's `mcp` tool against real MCP servers written with the official SDK
-(tests/mcp/tools_server.py: Streamable HTTP and SSE on free ports, stdio through --mcp-config),
+(tests/mcpservers/tools_server.py: Streamable HTTP and SSE on free ports, stdio through --mcp-config),
 with the official `openai` client. The bundled 135M model is steered with tool_choice (a named
 MCP tool: the grammar makes the call) and max_tool_calls=1 (the next turn may not call, so it
 answers); the tests check the items, events and guarantees, not the model's words."""
@@ -21,13 +21,13 @@ from openai import OpenAI
 
 from tests.conftest import CTX_SIZE, Server, free_port
 
-TOOLS_SERVER = Path(__file__).parent.parent / "mcp" / "tools_server.py"
+TOOLS_SERVER = Path(__file__).parent.parent / "mcpservers" / "tools_server.py"
 SECRET = "sekrit-token-4711"
 MAX_OUT = 64
 
 
 class McpProcess:
-    """tests/mcp/tools_server.py over `transport` on a free port."""
+    """tests/mcpservers/tools_server.py over `transport` on a free port."""
 
     def __init__(self, transport: str):
         self.port = free_port()

@@ -158,17 +158,19 @@ class _Kept:
         s = self.server
         assert s.command is not None
         params = StdioServerParameters(command=s.command, args=list(s.args), env=dict(s.env) or None, cwd=s.cwd)
+        stop, client = self.stop, None
         try:
             async with Client(params, cache=None) as client:
                 ready.set_result(client)
-                await self.stop.wait()
+                await stop.wait()
         except Exception as exc:
             if not ready.done():
                 ready.set_exception(exc)
             else:
                 log.warning("mcp: the stdio server '%s' stopped (%s)", s.label, type(_leaf(exc)).__name__)
         finally:
-            self.client = None
+            if self.client is client:  # not one started since
+                self.client = None
 
     async def close(self) -> None:
         self.stop.set()
@@ -206,21 +208,20 @@ class McpClients:
         t = self.policy.timeout
         headers = dict(server.headers)
         transport: Any
-        if server.transport == "sse":
-            transport = sse_client(server.url, headers=headers, timeout=t, sse_read_timeout=t)
-        else:
-            http = create_mcp_http_client(headers=headers, timeout=httpx2.Timeout(t))
-            transport = streamable_http_client(server.url, http_client=http)
         async with contextlib.AsyncExitStack() as stack:
-            if server.transport != "sse":
-                await stack.enter_async_context(http)
-            client = await stack.enter_async_context(Client(transport, cache=None, read_timeout_seconds=t))
-            yield client
+            if server.transport == "sse":
+                transport = sse_client(server.url, headers=headers, timeout=t, sse_read_timeout=t)
+            else:
+                http = await stack.enter_async_context(create_mcp_http_client(headers=headers, timeout=httpx2.Timeout(t)))
+                transport = streamable_http_client(server.url, http_client=http)
+            yield await stack.enter_async_context(Client(transport, cache=None, read_timeout_seconds=t))
 
-    async def _drop(self, server: McpServer) -> None:
-        """After a failure of the connection itself, a stdio server is started again on next use."""
+    async def _drop(self, server: McpServer, failure: McpFailure) -> None:
+        """After a failure of the connection (not an error the server answered with), a stdio
+        server is started again on next use."""
         kept = self._kept.get(server.label)
-        if server.transport == "stdio" and kept is not None:
+        answered = failure.kind == "mcp_protocol_error" and -32700 <= failure.code <= -32600
+        if server.transport == "stdio" and kept is not None and not answered:
             await kept.close()
 
     async def list_tools(self, server: McpServer) -> list[ListedTool]:
@@ -241,8 +242,9 @@ class McpClients:
         try:
             return await asyncio.wait_for(work(), self.policy.timeout)
         except Exception as exc:
-            await self._drop(server)
-            raise failure_of(exc, server.label, self.policy.timeout) from None
+            failure = failure_of(exc, server.label, self.policy.timeout)
+            await self._drop(server, failure)
+            raise failure from None
 
     async def call_tool(self, server: McpServer, name: str, arguments: dict[str, Any]) -> CallResult:
         async def work() -> Any:
@@ -252,8 +254,8 @@ class McpClients:
         try:
             result = await asyncio.wait_for(work(), self.policy.timeout)
         except Exception as exc:
-            await self._drop(server)
             failure = failure_of(exc, server.label, self.policy.timeout)
+            await self._drop(server, failure)
             return CallResult(None, failure.as_error(), f"Error: {failure.message}")
         text = capped(result_text(result.content, result.structured_content), self.policy.max_output)
         if result.is_error:

@@ -1,9 +1,9 @@
 """An MCP server written with the official SDK, for the tests: a few tools over stdio,
 Streamable HTTP or SSE.
 
-    python tests/mcp/tools_server.py stdio
-    python tests/mcp/tools_server.py http PORT
-    python tests/mcp/tools_server.py sse PORT
+    python tests/mcpservers/tools_server.py stdio
+    python tests/mcpservers/tools_server.py http PORT
+    python tests/mcpservers/tools_server.py sse PORT
 """
 
 from __future__ import annotations
