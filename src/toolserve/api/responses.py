@@ -415,9 +415,10 @@ async def create_response(req: ResponsesRequest, request: Request, registry: Reg
     history = prior.messages if prior else ()
     names = ToolNames()
     mcp = await McpRun.prepare(req, getattr(request.app.state, "mcp", None), dict(prior.mcp_lists) if prior else {})
-    offered = mcp.offer(names, taken_names(req)) if mcp else ()
+    taken = taken_names(req)
+    offered = mcp.offer(names, set(taken)) if mcp else ()
     if mcp:
-        mcp.check_choice(names, req.tool_choice)
+        mcp.check_choice(names, req.tool_choice, bool(taken))
     neutral, names, conversation = chat_request(req, history, names, offered)
     if names.approvals:
         if mcp is None:

@@ -26,6 +26,7 @@ from toolserve.api.responses_input import NAMESPACE_SEP, McpName, ToolNames
 from toolserve.api.responses_schemas import (
     CustomTool,
     FunctionTool,
+    McpChoice,
     McpListToolsItem,
     McpTool,
     NamespaceTool,
@@ -198,9 +199,11 @@ class McpRun:
                 out.append(ToolSpec(name=flat, description=t.description or "", parameters=schema))
         return tuple(out)
 
-    def check_choice(self, names: ToolNames, choice: Any) -> None:
+    def check_choice(self, names: ToolNames, choice: Any, other_tools: bool) -> None:
         """A tool_choice that needs a tool no server could list: OpenAI's 424, with the reason."""
-        if self.failed and not names.mcp and choice is not None and choice != "auto" and choice != "none":
+        if not self.failed or names.mcp:
+            return
+        if isinstance(choice, McpChoice) or (choice == "required" and not other_tools):
             raise McpListFailed("Error retrieving tool list from MCP server: " + "; ".join(self.failed))
 
     async def call(self, label: str, name: str, arguments: str) -> CallResult:
