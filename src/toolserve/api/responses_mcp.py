@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,6 +22,7 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Request
 
 from toolserve.api.responses_input import NAMESPACE_SEP, McpName, ToolNames
+from toolserve.api.responses_output import new_id
 from toolserve.api.responses_schemas import (
     CustomTool,
     FunctionTool,
@@ -56,10 +56,6 @@ class McpListFailed(ToolserveError):
     status = 424
     type = "external_connector_error"
     code = "mcp_list_tools_failed"
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex}"
 
 
 def _matches(f: ToolFilter, tool: ListedTool) -> bool:
