@@ -148,10 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
         flag = "--" + cap.replace("_", "-")
         serve.add_argument(flag, type=int, default=env_default(cap, getattr(Limits, cap)), help=f"largest {what} accepted")
     serve.add_argument("--allow-image-urls", action="store_true", default=env_default("allow_image_urls", False), help="fetch http(s) image URLs in requests (public addresses only)")
-    serve.add_argument("--allow-private-urls", action="store_true", default=env_default("allow_private_urls", False), help="with --allow-image-urls: also loopback and private addresses")
+    serve.add_argument("--allow-private-urls", action="store_true", default=env_default("allow_private_urls", False), help="with --allow-image-urls or --allow-mcp: also loopback and private addresses")
     serve.add_argument("--allow-image-files", metavar="DIR", default=env_default("allow_image_files", None), help="read image files named in requests, only under DIR")
     serve.add_argument("--max-image-mb", type=int, default=env_default("max_image_mb", ImagePolicy.max_bytes // 2**20), help="largest encoded image accepted")
     serve.add_argument("--max-image-pixels", type=int, default=env_default("max_image_pixels", ImagePolicy.max_pixels), help="largest image (width x height) accepted")
+    # MCP servers as tools of the Responses API (toolserve/mcp, api/responses_mcp.py)
+    serve.add_argument("--mcp-config", metavar="FILE", default=env_default("mcp_config", None), help="MCP servers (the mcpServers JSON of Claude Desktop, Cursor, LM Studio) a Responses request may name by label; stdio servers start only from here")
+    serve.add_argument("--allow-mcp", action="store_true", default=env_default("allow_mcp", False), help="connect to MCP servers that Responses requests name by server_url (public addresses only unless --allow-private-urls)")
+    serve.add_argument("--mcp-timeout", type=float, default=env_default("mcp_timeout", 30.0), help="seconds one MCP operation (connect, list tools, a call) may take")
+    serve.add_argument("--mcp-max-output", type=int, default=env_default("mcp_max_output", 100_000), help="characters of an MCP call's output the model reads (the rest is cut)")
     _upstream_flags(serve)
     serve.add_argument("--log-prompts", action="store_true", default=env_default("log_prompts", False), help="log each rendered prompt (off: logs never hold prompt text)")
     serve.add_argument("--no-web", action="store_true", default=env_default("no_web", False), help="do not serve the chat page at /")
@@ -225,6 +230,9 @@ def _serve(args: argparse.Namespace) -> int:
     from toolserve.api.guard import GuardSettings, is_loopback
 
     sock = _bind(args.host, args.port)  # before loading: a busy port fails fast
+    from toolserve.mcp.client import McpPolicy, from_flags
+
+    mcp = from_flags(args.mcp_config, McpPolicy(args.allow_mcp, args.allow_private_urls, args.mcp_timeout, args.mcp_max_output))
     limits = Limits(
         max_queue=args.max_queue,
         request_timeout=args.request_timeout or None,
@@ -257,7 +265,7 @@ def _serve(args: argparse.Namespace) -> int:
         origins=tuple(origins),
     )
     faults = os.environ.get("TOOLSERVE_TEST_FAULTS") == "1"  # test-only: POST /debug/engine-fault
-    app = create_app(registry, guard, origins, log_prompts=args.log_prompts, web=not args.no_web, embedding_models=embedders, rerank_models=rerankers, test_faults=faults)
+    app = create_app(registry, guard, origins, log_prompts=args.log_prompts, web=not args.no_web, embedding_models=embedders, rerank_models=rerankers, test_faults=faults, mcp=mcp)
     grace = args.shutdown_grace
     # uvicorn waits for open connections up to its own timeout; ours aborts generations first,
     # so every stream still gets a final error event before the connection closes

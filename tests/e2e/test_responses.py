@@ -129,7 +129,7 @@ def test_json_schema_output(oa: OpenAI) -> None:
 def test_tools_it_cannot_run_are_dropped_and_custom_tools_answer(oa: OpenAI, srv: Server) -> None:
     tools: list[Any] = [
         {"type": "web_search"}, {"type": "code_interpreter", "container": {"type": "auto"}},
-        {"type": "image_generation"}, {"type": "mcp", "server_label": "x", "server_url": "http://127.0.0.1:9"},
+        {"type": "image_generation"},  # an mcp tool is refused without --allow-mcp: tests/e2e/test_mcp.py
         {"type": "custom", "name": "apply_patch", "description": "Apply a patch given as free text"},
         {"type": "namespace", "name": "files", "description": "File tools", "tools": [FN_WEATHER]},
     ]

@@ -61,14 +61,15 @@ def test_images_are_markers_with_their_place() -> None:
 
 def test_tools_custom_namespace_and_dropped(caplog: pytest.LogCaptureFixture) -> None:
     tools = [FN, {"type": "custom", "name": "apply_patch", "description": "patch"}, {"type": "web_search"},
-             {"type": "namespace", "name": "fs", "description": "files", "tools": [{**FN, "name": "read"}]}, {"type": "mcp"}]
+             {"type": "namespace", "name": "fs", "description": "files", "tools": [{**FN, "name": "read"}]},
+             {"type": "image_generation"}]
     with caplog.at_level(logging.INFO, logger="toolserve.api.responses_input"):
         neutral, names, _ = convert(input="x", tools=tools, tool_choice={"type": "function", "name": "read", "namespace": "fs"})
     assert [t.name for t in neutral.options.tools] == ["get_weather", "apply_patch", "fs__read"]
     assert neutral.options.tools[1].parameters == CUSTOM_SCHEMA
     assert (neutral.options.tool_choice, neutral.options.tool_name) == ("function", "fs__read")
     assert names.origin("fs__read") == ("read", "fs", False) and names.origin("apply_patch") == ("apply_patch", None, True)
-    assert "mcp, web_search" in caplog.text  # one line for all that were dropped
+    assert "image_generation, web_search" in caplog.text  # one line for all that were dropped
 
 
 @pytest.mark.parametrize(
@@ -261,7 +262,7 @@ def test_outputs_answer_calls_of_the_stored_history() -> None:
 def test_skipped_items_and_unknown_fields_pass() -> None:
     items = [
         {"type": "web_search_call", "id": 5, "action": [1]},  # skipped items keep whatever they hold
-        {"type": "mcp_call", "arguments": {"a": 1}},
+        {"type": "code_interpreter_call", "arguments": {"a": 1}},
         {"role": "user", "content": [{"type": "input_text", "text": "hi", "prompt_cache_breakpoint": {"mode": "explicit"}}],
          "phase": None, "status": "completed", "novel": {"x": [1]}},
         {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "think"}], "content": None,

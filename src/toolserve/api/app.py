@@ -22,12 +22,14 @@ from toolserve.api import (
     ollama_models,
     rerank,
     responses,
+    responses_mcp,
 )
 from toolserve.api.errors import install_error_handlers
 from toolserve.api.guard import LOCAL_ORIGINS, Guard, GuardSettings
 from toolserve.api.metrics import Metrics
 from toolserve.api.responses_store import ResponseStore
 from toolserve.api.web import web_router
+from toolserve.mcp.client import McpClients, McpPolicy
 from toolserve.serving.embeddings import EmbeddingModel
 from toolserve.serving.pipeline import Pipeline
 from toolserve.serving.registry import ModelRegistry
@@ -44,13 +46,16 @@ def create_app(
     embedding_models: Sequence[EmbeddingModel] = (),
     rerank_models: Sequence[RerankModel] = (),
     test_faults: bool = False,
+    mcp: McpClients | None = None,
 ) -> FastAPI:
     """Build the HTTP app around a loaded pipeline, or a registry of models (no globals: tests
     pass their own). The registry's background work (upstream health, idle unloading) runs
     for the app's lifetime. `web`: the chat page at / (api/web.py). `embedding_models`: models
     served for /v1/embeddings only (--embedding-model); `rerank_models`, for /v1/rerank only
     (--rerank-model). `test_faults`: the test-only
-    POST /debug/engine-fault (the environment's TOOLSERVE_TEST_FAULTS=1)."""
+    POST /debug/engine-fault (the environment's TOOLSERVE_TEST_FAULTS=1). `mcp`: the MCP
+    servers of --mcp-config and the policy for those a request names (by default none, and
+    no URL allowed)."""
     registry = models if isinstance(models, ModelRegistry) else ModelRegistry.single(models)
 
     @asynccontextmanager
@@ -59,6 +64,7 @@ def create_app(
         try:
             yield
         finally:
+            await app.state.mcp.close()  # stops the stdio servers
             await registry.stop()
 
     app = FastAPI(title="toolserve", version=__version__, lifespan=lifespan)
@@ -67,9 +73,10 @@ def create_app(
     app.state.responses = ResponseStore()
     app.state.embedding_models = {m.id: m for m in embedding_models}
     app.state.rerank_models = {m.id: m for m in rerank_models}
+    app.state.mcp = mcp if mcp is not None else McpClients({}, McpPolicy())
     app.state.log_prompts = log_prompts  # off by default: logs never hold prompt text unless asked
     install_error_handlers(app)
-    for module in (chat, completions, responses, anthropic, embeddings, rerank, infill, ollama, ollama_embed, ollama_models, misc, metrics):
+    for module in (chat, completions, responses, responses_mcp, anthropic, embeddings, rerank, infill, ollama, ollama_embed, ollama_models, misc, metrics):
         app.include_router(module.router)
     if web:
         app.include_router(web_router())

@@ -3,15 +3,19 @@
 Input items become chat messages: a `function_call` joins the assistant message before it, a
 `reasoning` item becomes the reasoning of the next assistant message, `*_output` items become
 tool messages. Tools toolserve cannot run (web search, file search, code interpreter, computer
-use, image generation, MCP, hosted shells) are dropped with one log line; a `custom` (freeform)
+use, image generation, hosted shells) are dropped with one log line; a `custom` (freeform)
 tool is offered as a function with one string parameter `input` and answered as a
-`custom_tool_call`; the functions of a `namespace` are offered as `NAMESPACE__NAME`.
+`custom_tool_call`; the functions of a `namespace` are offered as `NAMESPACE__NAME`. `mcp`
+tools are listed and run by `responses_mcp.py`, which passes their functions in; MCP items
+sent back (`mcp_call`, `mcp_approval_request`) are history, and each `mcp_approval_response`
+leaves a tool message for its call's result, filled in once the call has run.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from toolserve.api.convert import UNKNOWN_VOCAB, _logit_bias
@@ -25,6 +29,12 @@ from toolserve.api.responses_schemas import (
     FunctionTool,
     ImagePart,
     JsonSchemaFormat,
+    McpApprovalRequestItem,
+    McpApprovalResponseItem,
+    McpCallItem,
+    McpChoice,
+    McpListToolsItem,
+    McpTool,
     MessageItem,
     NamedChoice,
     NamespaceTool,
@@ -56,18 +66,39 @@ CUSTOM_SCHEMA = {
 # item types of the Responses API that carry nothing a local model can use as history
 SKIPPED_ITEMS = {
     "item_reference", "web_search_call", "file_search_call", "computer_call", "computer_call_output",
-    "image_generation_call", "code_interpreter_call", "mcp_list_tools", "mcp_approval_request",
-    "mcp_approval_response", "mcp_call", "tool_search_call", "tool_search_output", "compaction",
+    "image_generation_call", "code_interpreter_call", "tool_search_call", "tool_search_output", "compaction",
 }
 PARAMS = {"messages": "input", "max_tokens": "max_output_tokens", "response_format": "text.format", "n": "n", "stop": "stop"}
 
 
+@dataclass(frozen=True)
+class McpName:
+    """A tool of an MCP server as the model calls it."""
+
+    label: str  # the server's label
+    name: str  # the tool's name on that server
+    approval: bool = False  # a call waits for an mcp_approval_response
+
+
+@dataclass(frozen=True)
+class Approval:
+    """An `mcp_approval_response` of the input, and where its call's result goes."""
+
+    request_id: str
+    approve: bool
+    at: int  # index of its tool message in the conversation
+
+
 class ToolNames:
-    """The tools as the model sees them, and back: custom tools and namespaced functions."""
+    """The tools as the model sees them, and back: custom tools, namespaced functions and the
+    tools of MCP servers; and the MCP items of the input."""
 
     def __init__(self) -> None:
         self.custom: set[str] = set()
         self.namespaced: dict[str, tuple[str, str]] = {}  # flat name -> (namespace, name)
+        self.mcp: dict[str, McpName] = {}  # flat name -> its server and name
+        self.approvals: list[Approval] = []
+        self.approval_requests: dict[str, McpApprovalRequestItem] = {}  # sent back in the input, by id
 
     def origin(self, flat: str) -> tuple[str, str | None, bool]:
         """(name, namespace, is_custom) of a tool the model called by its flat name."""
@@ -94,6 +125,8 @@ def tools_of(tools: list[Tool], names: ToolNames) -> tuple[ToolSpec, ...]:
         elif isinstance(t, CustomTool):
             names.custom.add(t.name)
             out.append(ToolSpec(name=t.name, description=t.description or "", parameters=CUSTOM_SCHEMA))
+        elif isinstance(t, McpTool):
+            continue  # listed by responses_mcp.py, which passes their functions in
         elif isinstance(t, NamespaceTool):
             for inner in t.tools:
                 if isinstance(inner, FunctionTool):
@@ -130,6 +163,12 @@ def tool_choice_of(choice: ToolChoice | None, tools: tuple[ToolSpec, ...], names
         if name not in {t.name for t in tools}:
             raise InvalidRequest(f"tool_choice names '{name[:100]}', which is not in tools.", param="tool_choice")
         return "function", name
+    if isinstance(choice, McpChoice):
+        offered = [flat for flat, m in names.mcp.items() if m.label == choice.server_label and choice.name in (None, m.name)]
+        if not offered:
+            what = f"a tool '{choice.name[:100]}' of" if choice.name else "any tool of"
+            raise InvalidRequest(f"tool_choice names {what} the MCP server '{choice.server_label[:100]}', which is not offered.", param="tool_choice")
+        return ("function", offered[0]) if choice.name else ("required", None)
     raise InvalidRequest(f"tool_choice of type '{choice.type}' is not one this server takes.", param="tool_choice")
 
 
@@ -217,6 +256,22 @@ def messages_of(req: ResponsesRequest, names: ToolNames, history: tuple[Message,
                 msg = f"No tool call found for {kind} call output with call_id {item.call_id[:100]}."
                 raise InvalidRequest(msg, param=f"{where}.call_id")
             out.append(Message(role="tool", content=_output_text(item.output, where), tool_call_id=item.call_id))
+        elif isinstance(item, McpCallItem | McpApprovalRequestItem):
+            call = ToolCall(item.id, item.name, item.arguments)
+            calls_made.add(item.id)
+            out.append(Message(role="assistant", content=None, tool_calls=(call,), reasoning=reasoning))
+            reasoning = None
+            if isinstance(item, McpCallItem):
+                result = item.output if item.error is None else f"Error: {json.dumps(item.error)[:2000]}"
+                out.append(Message(role="tool", content=result or "", tool_call_id=item.id))
+            else:
+                names.approval_requests[item.id] = item
+        elif isinstance(item, McpApprovalResponseItem):
+            # the call's result, once it has run (or the refusal) replaces this message
+            names.approvals.append(Approval(item.approval_request_id, item.approve, len(out)))
+            out.append(Message(role="tool", content="", tool_call_id=item.approval_request_id))
+        elif isinstance(item, McpListToolsItem):
+            pass  # read by responses_mcp.py: its server is not listed again
         elif isinstance(item, ReasoningItem):
             text = "\n".join(p.text for p in item.content or item.summary or [])
             reasoning = (reasoning + "\n" + text) if reasoning else (text or None)
@@ -229,13 +284,18 @@ def messages_of(req: ResponsesRequest, names: ToolNames, history: tuple[Message,
     return out, images
 
 
-def chat_request(req: ResponsesRequest, history: tuple[Message, ...] = ()) -> tuple[ChatRequest, ToolNames, list[Message]]:
+def chat_request(
+    req: ResponsesRequest, history: tuple[Message, ...] = (), names: ToolNames | None = None, mcp_tools: tuple[ToolSpec, ...] = ()
+) -> tuple[ChatRequest, ToolNames, list[Message]]:
     """The neutral request, the tools' names, and the conversation so far without this
-    request's instructions (what a later previous_response_id continues)."""
+    request's instructions (what a later previous_response_id continues). `names` and
+    `mcp_tools`: the MCP servers' tools, listed by responses_mcp.py."""
     if req.background:
         raise Unsupported("background responses are not supported; send the request without 'background'.", param="background")
-    names = ToolNames()
-    tools = tools_of(req.tools or [], names)
+    names = names or ToolNames()
+    tools = tools_of(req.tools or [], names) + mcp_tools
+    if len({t.name for t in tools}) != len(tools):
+        raise InvalidRequest("tools holds two tools with the same name (an MCP server's tool among them).", param="tools")
     choice, name = tool_choice_of(req.tool_choice, tools, names)
     kwargs: dict[str, Any] = {}
     effort = req.reasoning.effort if req.reasoning is not None else None

@@ -132,6 +132,51 @@ class ReasoningItem(_Model):
     content: list[ReasoningText] | None = None
 
 
+class McpListedTool(_Model):
+    name: str
+    description: str | None = None
+    input_schema: dict[str, Any] = Field(default_factory=dict)
+    annotations: dict[str, Any] | None = None
+
+
+class McpListToolsItem(_Model):
+    """An earlier `mcp_list_tools` output sent back: its server is not listed again."""
+
+    type: Literal["mcp_list_tools"]
+    id: str | None = None
+    server_label: str
+    tools: list[McpListedTool]
+    error: str | None = None
+
+
+class McpCallItem(_Model):
+    """An earlier `mcp_call` sent back: a call and its result in the history."""
+
+    type: Literal["mcp_call"]
+    id: str
+    server_label: str
+    name: str
+    arguments: str = "{}"
+    output: str | None = None
+    error: Any = None
+
+
+class McpApprovalRequestItem(_Model):
+    type: Literal["mcp_approval_request"]
+    id: str
+    server_label: str
+    name: str
+    arguments: str = "{}"
+
+
+class McpApprovalResponseItem(_Model):
+    type: Literal["mcp_approval_response"]
+    approval_request_id: str
+    approve: bool
+    id: str | None = None
+    reason: str | None = None
+
+
 class OtherItem(_Model):
     """An item this server skips (SKIPPED_ITEMS) or does not take."""
 
@@ -144,11 +189,17 @@ Item = Annotated[
     | Annotated[CustomCallItem, Tag("CustomCallItem")]
     | Annotated[CallOutputItem, Tag("CallOutputItem")]
     | Annotated[ReasoningItem, Tag("ReasoningItem")]
+    | Annotated[McpListToolsItem, Tag("McpListToolsItem")]
+    | Annotated[McpCallItem, Tag("McpCallItem")]
+    | Annotated[McpApprovalRequestItem, Tag("McpApprovalRequestItem")]
+    | Annotated[McpApprovalResponseItem, Tag("McpApprovalResponseItem")]
     | Annotated[OtherItem, Tag("OtherItem")],
     _by_type(
         "OtherItem", default="message", message="MessageItem", function_call="FunctionCallItem",
         custom_tool_call="CustomCallItem", function_call_output="CallOutputItem",
-        custom_tool_call_output="CallOutputItem", reasoning="ReasoningItem",
+        custom_tool_call_output="CallOutputItem", reasoning="ReasoningItem", mcp_list_tools="McpListToolsItem",
+        mcp_call="McpCallItem", mcp_approval_request="McpApprovalRequestItem",
+        mcp_approval_response="McpApprovalResponseItem",
     ),
 ]
 
@@ -173,8 +224,34 @@ class CustomTool(_Echoed):
     format: dict[str, Any] | None = None  # text or a grammar: not enforced
 
 
+class ToolFilter(_Echoed):
+    """Tools of an MCP server by name, and/or those annotated read-only."""
+
+    tool_names: list[str] | None = None
+    read_only: bool | None = None
+
+
+class ApprovalFilter(_Echoed):
+    always: ToolFilter | None = None
+    never: ToolFilter | None = None
+
+
+class McpTool(_Echoed):
+    """A remote MCP server (`server_url`), or one of --mcp-config named by `server_label`."""
+
+    type: Literal["mcp"]
+    server_label: str = Field(min_length=1)
+    server_url: str | None = None
+    connector_id: str | None = None
+    headers: dict[str, str] | None = None
+    authorization: str | None = None
+    allowed_tools: list[str] | ToolFilter | None = None
+    require_approval: Literal["always", "never"] | ApprovalFilter | None = None
+    server_description: str | None = None
+
+
 class OtherTool(_Echoed):
-    """A tool this server cannot run (web_search, mcp, code_interpreter, ...): dropped."""
+    """A tool this server cannot run (web_search, code_interpreter, ...): dropped."""
 
     type: str
 
@@ -196,8 +273,9 @@ Tool = Annotated[
     Annotated[FunctionTool, Tag("FunctionTool")]
     | Annotated[CustomTool, Tag("CustomTool")]
     | Annotated[NamespaceTool, Tag("NamespaceTool")]
+    | Annotated[McpTool, Tag("McpTool")]
     | Annotated[OtherTool, Tag("OtherTool")],
-    _by_type("OtherTool", function="FunctionTool", custom="CustomTool", namespace="NamespaceTool"),
+    _by_type("OtherTool", function="FunctionTool", custom="CustomTool", namespace="NamespaceTool", mcp="McpTool"),
 ]
 
 
@@ -215,8 +293,16 @@ class AllowedToolsChoice(_Echoed):
     tools: list[dict[str, Any]]
 
 
+class McpChoice(_Echoed):
+    """A tool of an MCP server must be called (`name`), or any of its tools."""
+
+    type: Literal["mcp"]
+    server_label: str
+    name: str | None = None
+
+
 class OtherChoice(_Echoed):
-    """The choice of a hosted tool (file_search, mcp, ...), whose tool is dropped."""
+    """The choice of a hosted tool (file_search, ...), whose tool is dropped."""
 
     type: str
 
@@ -224,8 +310,9 @@ class OtherChoice(_Echoed):
 ChoiceObject = Annotated[
     Annotated[NamedChoice, Tag("NamedChoice")]
     | Annotated[AllowedToolsChoice, Tag("AllowedToolsChoice")]
+    | Annotated[McpChoice, Tag("McpChoice")]
     | Annotated[OtherChoice, Tag("OtherChoice")],
-    _by_type("OtherChoice", function="NamedChoice", custom="NamedChoice", allowed_tools="AllowedToolsChoice"),
+    _by_type("OtherChoice", function="NamedChoice", custom="NamedChoice", allowed_tools="AllowedToolsChoice", mcp="McpChoice"),
 ]
 ToolChoice = Annotated[
     Annotated[Literal["none", "auto", "required"], Tag("str")] | Annotated[ChoiceObject, Tag("dict")], _STR_OR_DICT

@@ -27,6 +27,8 @@ class ResponseNotFound(ToolserveError):
 class Stored:
     response: dict[str, Any]
     messages: tuple[Message, ...]  # the conversation through this response (instructions excluded)
+    mcp_lists: dict[str, Any] = field(default_factory=dict)  # server label -> its mcp_list_tools item, for reuse
+    approvals: dict[str, Any] = field(default_factory=dict)  # mcp_approval_request items not answered yet, by id
     at: float = field(default_factory=time.monotonic)
 
 

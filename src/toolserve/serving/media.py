@@ -104,7 +104,7 @@ def read_file(path: str, policy: ImagePolicy, where: str) -> bytes:
         raise ImageRefused(f"{where}: cannot read the image file: {exc.strerror}.", param=where) from None
 
 
-def _public(host: str, port: int) -> bool:
+def is_public_host(host: str, port: int) -> bool:
     """True when every address the name resolves to is a public one."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
@@ -126,7 +126,7 @@ async def fetch_url(url: str, policy: ImagePolicy, where: str) -> bytes:
             if parts.scheme not in ("http", "https") or not parts.hostname:
                 raise ImageRefused(f"{where}: the image URL redirected to a non-HTTP address.", param=where)
             port = parts.port or (443 if parts.scheme == "https" else 80)
-            if not policy.allow_private_urls and not await asyncio.to_thread(_public, parts.hostname, port):
+            if not policy.allow_private_urls and not await asyncio.to_thread(is_public_host, parts.hostname, port):
                 raise ImageRefused(
                     f"{where}: the image URL points to a private or local address; "
                     "this server fetches those only with --allow-private-urls.",

@@ -1,5 +1,5 @@
-// This server's own API, same origin: the API key, JSON calls, and the chat completions stream
-// folded into one answer.
+// This server's own API, same origin: the API key, JSON calls, and the chat completions (or,
+// with MCP servers on, Responses) stream folded into one answer.
 
 const KEY = "toolserve.apiKey";
 
@@ -38,10 +38,11 @@ export async function getJSON(path) {
   return resp.json();
 }
 
-/** POST `body` (stream: true) to /v1/chat/completions; `onChunk` gets each chunk. Aborting
- * `signal` cancels the request, and with it the generation on the server. */
-export async function streamChat(body, onChunk, signal) {
-  const resp = await fetch("/v1/chat/completions", {
+/** POST `body` (stream: true) to `path` (chat completions, or /v1/responses); `onChunk` gets
+ * each chunk or event. Aborting `signal` cancels the request, and with it the generation on the
+ * server. */
+export async function streamChat(body, onChunk, signal, path = "/v1/chat/completions") {
+  const resp = await fetch(path, {
     method: "POST", headers: headers(true), body: JSON.stringify(body), signal,
   });
   if (!resp.ok) throw await errorOf(resp);
@@ -59,13 +60,15 @@ export async function streamChat(body, onChunk, signal) {
       if (!data) continue;
       if (data === "[DONE]") return;
       const chunk = JSON.parse(data);
-      if (chunk.error) throw new ApiError(0, chunk.error.message); // a failure after the stream began
+      if (chunk.error && !chunk.type) throw new ApiError(0, chunk.error.message); // a failure after the stream began
+      if (chunk.type === "error") throw new ApiError(0, chunk.message);
+      if (chunk.type === "response.failed") throw new ApiError(0, chunk.response?.error?.message || "the response failed");
       onChunk(chunk);
     }
   }
 }
 
-export const newAnswer = () => ({ content: "", reasoning: "", toolCalls: [], finish: null, usage: null, toolserve: null });
+export const newAnswer = () => ({ content: "", reasoning: "", toolCalls: [], mcp: [], finish: null, usage: null, toolserve: null });
 
 /** Add one stream chunk to `answer` (choice 0: the page asks for one). */
 export function fold(answer, chunk) {
@@ -84,4 +87,36 @@ export function fold(answer, chunk) {
   }
   if (chunk.usage) answer.usage = chunk.usage;
   if (chunk.toolserve) answer.toolserve = chunk.toolserve;
+}
+
+/** Add one Responses stream event to `answer`: text, reasoning, function calls (as chat
+ * tool_calls), MCP calls run on the server (`answer.mcp`), and the usage as chat counts it. */
+export function foldResponse(answer, ev) {
+  const item = ev.item;
+  if (ev.type === "response.output_text.delta") answer.content += ev.delta;
+  else if (ev.type === "response.reasoning_summary_text.delta") answer.reasoning += ev.delta;
+  else if (ev.type === "response.output_item.added" && item.type === "function_call") {
+    answer.toolCalls.push({ id: item.call_id, type: "function", function: { name: item.name, arguments: "" }, _item: item.id });
+  } else if (ev.type === "response.function_call_arguments.delta") {
+    const call = answer.toolCalls.find((c) => c._item === ev.item_id);
+    if (call) call.function.arguments += ev.delta;
+  } else if (ev.type === "response.output_item.added" && item.type === "mcp_call") {
+    answer.mcp.push({ ...item });
+  } else if (ev.type === "response.mcp_call_arguments.delta") {
+    const call = answer.mcp.find((c) => c.id === ev.item_id);
+    if (call) call.arguments += ev.delta;
+  } else if (ev.type === "response.output_item.done" && item.type === "mcp_call") {
+    const at = answer.mcp.findIndex((c) => c.id === item.id);
+    if (at >= 0) answer.mcp[at] = { ...item };
+  } else if (ev.type === "response.completed" || ev.type === "response.incomplete") {
+    const u = ev.response.usage;
+    if (u) {
+      answer.usage = {
+        prompt_tokens: u.input_tokens, completion_tokens: u.output_tokens, total_tokens: u.total_tokens,
+        prompt_tokens_details: { cached_tokens: u.input_tokens_details?.cached_tokens ?? 0 },
+      };
+    }
+    answer.finish = ev.type === "response.incomplete" ? "length" : answer.toolCalls.length ? "tool_calls" : "stop";
+    for (const c of answer.toolCalls) delete c._item;
+  }
 }

@@ -1,7 +1,7 @@
 // The chat page: state, the request/stream loop, and the wiring of the controls.
 
-import { apiKey, fold, getJSON, newAnswer, setApiKey, streamChat } from "./api.js";
-import { buildBody, curlCommand, rawAvailable } from "./request.js";
+import { apiKey, fold, foldResponse, getJSON, newAnswer, setApiKey, streamChat } from "./api.js";
+import { buildBody, buildResponsesBody, curlCommand, rawAvailable } from "./request.js";
 import { bindSettings } from "./settings.js";
 import * as store from "./store.js";
 import { button, el, messageView } from "./views.js";
@@ -15,6 +15,7 @@ const state = {
   models: [],
   busy: null, // {controller, conv, msg} while an answer streams
   attachments: [], // {name, url} images for the next message
+  mcpServers: [], // the servers of --mcp-config: {server_label, transport}
 };
 const ui = new WeakMap(); // per message: {raw, reasoningOpen, editing}; not stored
 const uiOf = (msg) => (ui.has(msg) ? ui.get(msg) : ui.set(msg, {}).get(msg));
@@ -63,6 +64,38 @@ async function loadModels() {
   if (wanted) select.value = wanted;
   showModel();
 }
+
+// ---- MCP servers ----------------------------------------------------------------------------
+
+/** The servers of the server's --mcp-config, each with a switch: while one is on, the page sends
+ * Responses requests naming it, and the server lists its tools and runs the model's calls. */
+async function loadMcp() {
+  try {
+    state.mcpServers = (await getJSON("/v1/mcp/servers")).data || [];
+  } catch {
+    state.mcpServers = [];
+  }
+  const box = $("mcp-servers");
+  const on = new Set(state.settings.mcpServers || []);
+  box.replaceChildren(...state.mcpServers.map((srv) => {
+    const label = el("label", "inline mcp-server");
+    const input = Object.assign(el("input", "mcp-toggle"), { type: "checkbox", checked: on.has(srv.server_label) });
+    input.dataset.label = srv.server_label;
+    input.addEventListener("change", () => {
+      const now = new Set(state.settings.mcpServers || []);
+      if (input.checked) now.add(srv.server_label);
+      else now.delete(srv.server_label);
+      state.settings.mcpServers = [...now];
+      store.saveSettings(state.settings);
+    });
+    label.append(input, ` ${srv.server_label} `, el("span", "muted", `(${srv.transport})`));
+    return label;
+  }));
+  $("mcp-status").textContent = state.mcpServers.length ? "" : "None: start the server with --mcp-config FILE.";
+}
+
+/** The labels of the MCP servers turned on that the server still has. */
+const mcpOn = () => (state.settings.mcpServers || []).filter((l) => state.mcpServers.some((s) => s.server_label === l));
 
 const SOURCES = { hf: "Hugging Face", ollama: "Ollama", lmstudio: "LM Studio", bundled: "Bundled", file: "Files", upstream: "Upstream" };
 
@@ -206,8 +239,13 @@ function settingsOk() {
 async function run() {
   const conv = state.current;
   const model = card();
-  const body = buildBody(state.settings, model, store.wireMessages(conv, state.settings.system));
+  const servers = mcpOn();
+  const body = servers.length
+    ? buildResponsesBody(state.settings, model, conv.messages, servers)
+    : buildBody(state.settings, model, store.wireMessages(conv, state.settings.system));
+  const path = servers.length ? "/v1/responses" : "/v1/chat/completions";
   conv.lastRequest = body;
+  conv.lastPath = path;
   const meta = { model: body.model, json: state.settings.jsonMode !== "off" };
   const msg = { role: "assistant", content: "", _meta: meta };
   conv.messages.push(msg);
@@ -224,14 +262,15 @@ async function run() {
     msg.content = answer.content || (answer.toolCalls.length ? null : "");
     if (answer.reasoning) msg.reasoning_content = answer.reasoning;
     if (answer.toolCalls.length) msg.tool_calls = answer.toolCalls.filter(Boolean);
+    if (answer.mcp.length) msg._mcp = answer.mcp.map((c) => ({ ...c }));
   };
   try {
     await streamChat(body, (chunk) => {
-      fold(answer, chunk);
-      if (first === null && (answer.content || answer.reasoning || answer.toolCalls.length)) first = performance.now();
+      (servers.length ? foldResponse : fold)(answer, chunk);
+      if (first === null && (answer.content || answer.reasoning || answer.toolCalls.length || answer.mcp.length)) first = performance.now();
       apply();
       renderStreaming(conv, msg);
-    }, controller.signal);
+    }, controller.signal, path);
   } catch (e) {
     if (e.name === "AbortError") meta.stopped = true;
     else meta.error = e.message;
@@ -247,6 +286,7 @@ async function run() {
   meta.toolFormat = answer.toolserve?.tool_format ?? model?.toolserve?.tool_format ?? null;
   const raw = answer.toolserve?.choices?.find((c) => c.index === 0)?.raw_text;
   if (typeof raw === "string") meta.raw = raw;
+  else if (servers.length) meta.rawNote = "MCP servers were on: the answer came through the Responses API, which carries no raw text.";
   else if (meta.stopped) meta.rawNote = "Stopped before the end: the raw text comes with the stream's last chunk.";
   else if (!rawAvailable(model)) meta.rawNote = "A passthrough upstream parses its own output: toolserve never sees the raw text.";
   else if (!state.settings.raw) meta.rawNote = "Not asked for: turn on 'ask for the raw generated text' in the settings.";
@@ -368,7 +408,7 @@ function exportJSON() {
 
 function exportCurl() {
   const body = state.current.lastRequest;
-  const text = body ? curlCommand(body, location.origin, Boolean(apiKey())) : "# No request has been sent in this conversation yet.\n";
+  const text = body ? curlCommand(body, location.origin, Boolean(apiKey()), state.current.lastPath) : "# No request has been sent in this conversation yet.\n";
   showExport("The last request of this conversation, as a curl command", text, `${state.current.id}.sh`);
 }
 
@@ -426,6 +466,7 @@ function wire() {
     setApiKey($("key-input").value.trim());
     $("key-dialog").close();
     loadModels();
+    loadMcp();
   });
   $("forget-key").addEventListener("click", () => {
     setApiKey("");
@@ -439,6 +480,7 @@ function start() {
   const id = store.loadCurrentId();
   openChat(state.conversations.find((c) => c.id === id) || store.newConversation());
   loadModels();
+  loadMcp();
   $("input").focus();
 }
 

@@ -1,4 +1,5 @@
-// The chat completions request the settings describe, and the exports of a conversation.
+// The chat completions request the settings describe (a Responses request when MCP servers are
+// on), and the exports of a conversation.
 
 export class SettingsError extends Error {}
 
@@ -68,12 +69,54 @@ export function buildBody(s, card, messages) {
 }
 
 /** A shell command that sends `body` again (the key, if any, from $TOOLSERVE_API_KEY). */
-export function curlCommand(body, origin, withKey) {
+export function curlCommand(body, origin, withKey, path = "/v1/chat/completions") {
   const lines = [
-    `curl -N ${origin}/v1/chat/completions`,
+    `curl -N ${origin}${path}`,
     "  -H 'Content-Type: application/json'",
   ];
   if (withKey) lines.push('  -H "Authorization: Bearer $TOOLSERVE_API_KEY"');
   lines.push("  --data-binary @- <<'JSON'");
   return `${lines.join(" \\\n")}\n${JSON.stringify(body, null, 2)}\nJSON\n`;
+}
+
+/** The conversation as Responses input items: chat messages, function calls and their
+ * outputs, and the MCP calls an answer made on the server (kept in its `_mcp` note). */
+export function responsesInput(messages) {
+  const input = [];
+  for (const m of messages) {
+    if (m.role === "user") {
+      const parts = typeof m.content === "string" ? m.content : m.content.map((p) => (p.type === "image_url"
+        ? { type: "input_image", image_url: p.image_url.url }
+        : { type: "input_text", text: p.text }));
+      input.push({ role: "user", content: parts });
+    } else if (m.role === "assistant") {
+      for (const c of m._mcp || []) {
+        const { id, server_label, name, arguments: args, output, error } = c;
+        input.push({ type: "mcp_call", id, server_label, name, arguments: args, output, error });
+      }
+      if (m.content) input.push({ role: "assistant", content: m.content });
+      for (const c of m.tool_calls || []) input.push({ type: "function_call", call_id: c.id, name: c.function.name, arguments: c.function.arguments });
+    } else if (m.role === "tool") {
+      input.push({ type: "function_call_output", call_id: m.tool_call_id, output: m.content });
+    }
+  }
+  return input;
+}
+
+/** The Responses request for `messages` (the page's own, `_mcp` notes kept) under settings
+ * `s`, with the MCP servers `servers` (labels of --mcp-config) whose tools run on the server. */
+export function buildResponsesBody(s, card, messages, servers) {
+  const chat = buildBody({ ...s, raw: false, extra: "" }, card, []);
+  const body = { model: chat.model, input: responsesInput(messages), stream: true, store: false };
+  if (s.system.trim()) body.instructions = s.system;
+  for (const k of ["temperature", "top_p", "seed", "stop", "parallel_tool_calls"]) if (chat[k] !== undefined) body[k] = chat[k];
+  if (chat.max_tokens !== undefined) body.max_output_tokens = chat.max_tokens;
+  const functions = (chat.tools || []).map((t) => ({ type: "function", ...t.function }));
+  body.tools = [...functions, ...servers.map((label) => ({ type: "mcp", server_label: label, require_approval: "never" }))];
+  const choice = chat.tool_choice;
+  if (choice) body.tool_choice = typeof choice === "string" ? choice : { type: "function", name: choice.function.name };
+  if (chat.response_format?.type === "json_object") body.text = { format: { type: "json_object" } };
+  if (chat.response_format?.type === "json_schema") body.text = { format: { type: "json_schema", name: "response", schema: chat.response_format.json_schema.schema, strict: true } };
+  if (s.extra.trim()) Object.assign(body, parseJSON(s.extra, "extra request fields"));
+  return body;
 }

@@ -46,6 +46,7 @@ export const DEFAULT_SETTINGS = {
   schema: EXAMPLE_SCHEMA,
   extra: "",
   raw: true,
+  mcpServers: [], // labels of --mcp-config servers turned on
 };
 
 function read(key, fallback) {

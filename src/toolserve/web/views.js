@@ -102,6 +102,24 @@ function toolCard(call, ctx, act) {
   return card;
 }
 
+/** A call the server ran on an MCP server: its tool, arguments and result (or error). */
+function mcpCard(call) {
+  const card = el("div", "tool-card mcp-card");
+  card.dataset.callId = call.id;
+  const head = el("div", "tool-head");
+  head.append(el("span", "tool-name", call.name), el("span", "tool-id", `MCP · ${call.server_label}`));
+  card.append(head, el("pre", "tool-args", pretty(call.arguments) ?? call.arguments));
+  if (call.error) {
+    const text = call.error.message ?? JSON.stringify(call.error.content ?? call.error);
+    card.append(el("div", "label", "error"), el("pre", "tool-result error", text));
+  } else if (call.output !== null && call.output !== undefined) {
+    card.append(el("div", "label", "result"), el("pre", "tool-result", call.output));
+  } else {
+    card.append(el("div", "label muted", call.status === "incomplete" ? "cut short: not run" : "running…"));
+  }
+  return card;
+}
+
 function stat(name, label, value) {
   const s = el("span", "stat");
   s.dataset.stat = name;
@@ -153,11 +171,12 @@ function assistantView(msg, ctx, act) {
     details.append(el("div", "reasoning-text", msg.reasoning_content));
     node.append(details);
   }
+  for (const call of msg._mcp || []) node.append(mcpCard(call));
   const content = el("div", "content");
   if (msg.content) {
     const json = meta.json ? pretty(msg.content) : null;
     content.append(json ? codeBlock(json, "json") : render(msg.content));
-  } else if (ctx.streaming && !msg.reasoning_content && !msg.tool_calls?.length) {
+  } else if (ctx.streaming && !msg.reasoning_content && !msg.tool_calls?.length && !msg._mcp?.length) {
     content.append(el("span", "cursor", "…"));
   }
   node.append(content);
