@@ -225,3 +225,21 @@ def test_a_marker_that_is_a_special_token_is_written_as_that_token_or_its_text()
     assert w.mark("<|action_start|><|plugin|>") == '(<[7]> | "<|action_start|>") (<[9]> | "<|plugin|>")'
     assert w.mark("x<|plugin|>y") == '"x" (<[9]> | "<|plugin|>") "y"'
     assert Writer().mark("<tool_call>") == '"<tool_call>"'
+
+
+@pytest.mark.parametrize("fmt_id", [f for f in IDS if f != "generic_json"])
+def test_layout_newlines_the_grammar_allows_are_read(tok: Any, fmt_id: str) -> None:
+    """The grammar lets a newline follow a block's marker and precede its close (a model may
+    write one); the parser reads the same calls from such a block (DeepSeek V3's header did not)."""
+    fmt = FORMATS[fmt_id]
+    tools = [ToolSpec("get_weather", "w", {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]})]
+    calls = [ToolCall("call_0", "get_weather", json.dumps({"city": "Paris"}))]
+    text = rendered(fmt_id, calls)
+    t = constraint.canonical(fmt)
+    at = text.find(t.marker) + len(t.marker)
+    spaced = text[:at] + "\n" + text[at:]
+    c = constraint.required(fmt, tools, False, thinking_open=False)
+    if not accepts(tok, c.grammar, spaced):
+        return  # the family's marker already ends its line, or the body begins with its own lead
+    got = check_calls(fmt_id, tools, spaced)
+    assert [(g.name, json.loads(g.arguments)) for g in got] == [("get_weather", {"city": "Paris"})], spaced

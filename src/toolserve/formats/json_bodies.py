@@ -326,6 +326,10 @@ class NamedJsonBody:
     def advance(self, buf: str, pos: int, final: bool) -> tuple[int, int]:
         n = len(buf)
         if self.st == "header":
+            i = _skip_ws(buf, pos)  # a layout newline after the marker (constraint.block writes one)
+            if i >= n:
+                return pos, FAIL if final else MORE
+            pos = i
             j = buf.find(self.delim, pos, pos + self.max_header + len(self.delim))
             if j < 0:
                 return pos, FAIL if final or n - pos > self.max_header else MORE
