@@ -20,12 +20,12 @@ from typing import Any, Protocol
 
 from ..types import ToolCall, ToolSpec
 from .deltas import ParsedMessage, rebuild
-from .jsonstream import dumps, loads
+from .jsonstream import dumps, escape_str, loads
 from .scan import CONTENT, DONE, FAIL, MORE, REASONING, may_grow_into, skip_ws
 from .stream import MarkerTable, StreamParser, new_call_id
 
 __all__ = [
-    "CONTENT", "DONE", "FAIL", "MORE", "REASONING", "Body", "BodyFactory", "Format", "Grammar", "PrefixChoice",
+    "CONTENT", "DONE", "FAIL", "MORE", "REASONING", "ArgsWriter", "Body", "BodyFactory", "Format", "Grammar", "PrefixChoice",
     "Sink", "Spec", "Trigger", "Written", "call_arguments", "may_grow_into", "skip_ws", "tool_dicts",
 ]
 
@@ -159,6 +159,27 @@ class Grammar:
     @property
     def leads(self) -> tuple[Trigger, ...]:
         return self._leads  # type: ignore[attr-defined,no-any-return]
+
+
+class ArgsWriter:
+    """Writes `{"k": v, ...}` for the open call, one member at a time: the canonical JSON
+    arguments of a body whose syntax is not JSON (markup tags, `k:v`, Python calls)."""
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+        self.count = 0
+
+    def key(self, key: str) -> None:
+        self.sink.call_args(("{" if self.count == 0 else ", ") + '"' + escape_str(key) + '": ')
+        self.count += 1
+
+    def member(self, key: str, value: Any) -> None:
+        self.key(key)
+        self.sink.call_args(dumps(value))
+
+    def close(self) -> None:
+        self.sink.call_args("}" if self.count else "{}")
+        self.sink.end_call()
 
 
 class PrefixChoice:

@@ -23,3 +23,17 @@ def skip_ws(buf: str, i: int) -> int:
     while i < n and buf[i] in _WS:
         i += 1
     return i
+
+
+def may_grow_into_one(buf: str, i: int, markers: tuple[str, ...]) -> bool:
+    """buf[i:] (maybe empty) may still grow into one of `markers` (only their length is read)."""
+    return any(len(buf) - i <= len(m) and m.startswith(buf[i:]) for m in markers if m)
+
+
+def hold_from(buf: str, start: int, marker: str) -> int:
+    """First index >= start from which buf could still begin `marker`."""
+    n = len(buf)
+    for j in range(max(start, n - len(marker) + 1), n):
+        if marker.startswith(buf[j:]):
+            return j
+    return n
