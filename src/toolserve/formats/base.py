@@ -8,6 +8,8 @@ grammar (`Spec.grammar`). A family with a syntax of its own writes a `Body`: `ad
 what it can of the block and says MORE, DONE or FAIL.
 
 `Format.new_parser()` gives the streaming parser (formats/stream.py) that runs the grammar.
+`__all__` is what a family imports from here; the states, statuses and scanning helpers in it
+(CONTENT, MORE, `skip_ws`, ...) are scan.py's, which the parser shares.
 """
 
 from __future__ import annotations
