@@ -10,7 +10,9 @@ import pytest
 from toolserve.config import ConfigError, ModelConfig, auto_parallel, load_models_config
 from toolserve.errors import InsufficientMemory, ModelNotFound
 from toolserve.modelfile import bundled_model, gguf_metadata
-from toolserve.serving.registry import MB, LocalModel, ModelRegistry, memory_estimate
+from toolserve.serving.entries import LocalModel
+from toolserve.serving.memory import MB, memory_estimate
+from toolserve.serving.registry import ModelRegistry
 from toolserve.upstream.client import error_from_body, root_url, safe_url
 
 

@@ -9,7 +9,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from toolserve.formats.base import rebuild
+from toolserve.formats.deltas import rebuild
 from toolserve.formats.registry import FORMATS
 from toolserve.serving.chat import ChatOptions, OutputShaper
 from toolserve.types import ToolSpec

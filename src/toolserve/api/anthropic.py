@@ -38,8 +38,8 @@ from toolserve.errors import InvalidRequest, ToolserveError, Unsupported
 from toolserve.formats.template import MEDIA_MARKER
 from toolserve.serving.chat import ChatOptions
 from toolserve.serving.conversation import ChatRequest, ImageRef, Step, start_conversation
+from toolserve.serving.entries import LocalModel
 from toolserve.serving.pipeline import Finish
-from toolserve.serving.registry import LocalModel
 from toolserve.types import (
     Delta,
     Message,

@@ -21,8 +21,8 @@ from toolserve.api.streaming import sse_response, unless_disconnected
 from toolserve.errors import InvalidRequest
 from toolserve.serving.chat import ChatOptions
 from toolserve.serving.conversation import fill_sampling
+from toolserve.serving.entries import LocalModel
 from toolserve.serving.pipeline import Finish, Pipeline, Ticket, choice_params
-from toolserve.serving.registry import LocalModel
 from toolserve.types import TokenLogprob, Usage
 from toolserve.upstream.passthrough import Forwarding
 

@@ -16,8 +16,9 @@ from toolserve.api.streaming import unless_disconnected
 from toolserve.engine.embed import Embedder
 from toolserve.errors import ModelNotFound, Unsupported
 from toolserve.serving.embeddings import EmbeddingModel, admit, check_dimensions, embed, token_lists
+from toolserve.serving.entries import LocalModel
 from toolserve.serving.pipeline import Limits
-from toolserve.serving.registry import LocalModel, ModelRegistry
+from toolserve.serving.registry import ModelRegistry
 
 router = APIRouter()
 

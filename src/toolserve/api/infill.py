@@ -20,9 +20,9 @@ from toolserve.api.deps import RegistryDep, log_prompt
 from toolserve.api.schemas import _Model, _Request
 from toolserve.api.streaming import sse_response, unless_disconnected
 from toolserve.errors import Unsupported
+from toolserve.serving.entries import LocalModel
 from toolserve.serving.fim import Budget, ExtraChunk
 from toolserve.serving.pipeline import Finish, Pipeline
-from toolserve.serving.registry import LocalModel
 from toolserve.serving.textgen import TextRequest, TextRun
 from toolserve.types import SamplingParams, Usage
 

@@ -18,9 +18,10 @@ from toolserve.modelfile import BUNDLED_FILE
 from toolserve.models.sampling import card as sampling_card
 from toolserve.serving.conversation import check_counts
 from toolserve.serving.embeddings import describe
+from toolserve.serving.entries import Entry, LocalModel
 from toolserve.serving.facts import Facts, read_facts
 from toolserve.serving.pipeline import Pipeline
-from toolserve.serving.registry import Entry, LocalModel, ModelRegistry
+from toolserve.serving.registry import ModelRegistry
 
 router = APIRouter()
 

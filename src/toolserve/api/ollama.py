@@ -24,8 +24,9 @@ from toolserve.api.ollama_models import ResolveName, can_think, created_at, load
 from toolserve.api.streaming import ndjson_response, unless_disconnected
 from toolserve.errors import InvalidRequest, ToolserveError, Unsupported
 from toolserve.serving.conversation import Step, start_conversation
+from toolserve.serving.entries import LocalModel
 from toolserve.serving.pipeline import Finish
-from toolserve.serving.registry import LocalModel, ModelRegistry
+from toolserve.serving.registry import ModelRegistry
 from toolserve.serving.textgen import TextRequest, TextRun
 from toolserve.types import Delta, ReasoningDelta, ToolCallArgs, ToolCallStart, Usage
 

@@ -27,7 +27,8 @@ from toolserve.errors import ModelBusy, ModelNotFound, ToolserveError, Unsupport
 from toolserve.formats.base import Format
 from toolserve.modelfile import gguf_metadata, resolve_model
 from toolserve.serving.embeddings import EmbeddingModel
-from toolserve.serving.registry import Entry, LocalModel, ModelRegistry
+from toolserve.serving.entries import Entry, LocalModel
+from toolserve.serving.registry import ModelRegistry
 
 router = APIRouter()
 

@@ -1,10 +1,9 @@
 """The engine in its own process: a native fault (a bad instruction, a driver error, the
 out-of-memory killer) ends the engine process, never the server.
 
-`RemoteEngine` is the Engine the serving pipeline sees. It starts `python -m
-toolserve.engine.worker` with one end of a socketpair (a Unix socket: no copy through a broker,
-framing and pickling from multiprocessing.connection, EOF when either side dies), sends it the
-LlamaCppEngine's settings and keeps, in this process, only the model's vocabulary
+`RemoteEngine` is the Engine the serving pipeline sees. It starts the engine process
+(engine/process.py: `python -m toolserve.engine.worker` on two socketpairs, loading the
+LlamaCppEngine's settings) and keeps, in this process, only the model's vocabulary
 (engine/vocab.py) to tokenize, detokenize and build grammars. Requests go out as token ids with
 their sampling settings (a grammar as its text); the engine process sends back one message per
 step with every token it sampled.
@@ -32,9 +31,7 @@ import contextlib
 import itertools
 import logging
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
@@ -45,37 +42,16 @@ from typing import Any
 
 from toolserve import errors
 from toolserve.engine.base import EngineStats, Generation, MediaSpan, ModelInfo, TokenEvent
+from toolserve.engine.process import exit_reason, reported_error, rss_mb, spawn, stop_reading
 from toolserve.engine.prompt_cache import CacheStats
 from toolserve.engine.slots import PREFILL_CHUNK
 from toolserve.engine.vocab import Vocab
-from toolserve.errors import EngineUnavailable, ModelLoadError, ToolserveError
+from toolserve.errors import EngineUnavailable, ModelLoadError
 from toolserve.types import ImageData, SamplingParams
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT = 1.0  # seconds between checks of a quiet engine process (hang, resident memory)
-
-
-def _error(err: tuple[str, str] | None) -> BaseException | None:
-    """An error the engine process reported, as the exception it was."""
-    if err is None:
-        return None
-    name, message = err
-    cls = getattr(errors, name, None)
-    if isinstance(cls, type) and issubclass(cls, ToolserveError):
-        return cls(message)
-    return errors.EngineFailure(message)
-
-
-def _rss_mb(pid: int) -> float | None:
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
 
 
 @dataclass
@@ -129,7 +105,7 @@ class RemoteEngine:
         self._reading: Connection | None = None  # the last events connection given to a loop (which closes it)
         self._steps = 0  # events messages read (the supervisor tells a busy engine from a hung one)
         self._econn: Connection | None  # the current process's events (None once it is gone)
-        self._proc, self._conn, self._econn, ready = self._spawn()
+        self._proc, self._conn, self._econn, ready = spawn(self._settings, self._rss)
         self.info: ModelInfo = ready[0]
         self.slots: int = ready[1]
         self.cache = _CacheView(ready[2], CacheStats()) if ready[2] is not None else None
@@ -144,50 +120,6 @@ class RemoteEngine:
         self._reader.start()
 
     # -- the process ---------------------------------------------------------------------------
-    def _spawn(self) -> tuple[subprocess.Popen[bytes], Connection, Connection, tuple[Any, ...]]:
-        """Start an engine process; its control and events connections and its "ready" message."""
-        ours, theirs = socket.socketpair()
-        ev_ours, ev_theirs = socket.socketpair()
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "toolserve.engine.worker", str(theirs.fileno()), str(ev_theirs.fileno())],
-                pass_fds=[theirs.fileno(), ev_theirs.fileno()],
-                start_new_session=True,  # a terminal's Ctrl-C goes to the server, which closes it
-            )
-        finally:
-            theirs.close()
-            ev_theirs.close()
-        conn, events = Connection(ours.detach()), Connection(ev_ours.detach())
-        try:
-            conn.send(("load", self._settings))
-            msg = conn.recv()  # as long as loading takes
-        except (EOFError, OSError):
-            conn.close()
-            events.close()
-            raise ModelLoadError(f"the engine process died while loading {self._settings['path']}: {self._exit(proc)}") from None
-        if msg[0] != "ready":
-            conn.close()
-            events.close()
-            proc.wait()
-            raise ModelLoadError(str(msg[1]))
-        log.info("engine process %d serves %s", msg[4], self._settings["path"])
-        return proc, conn, events, msg[1:]
-
-    def _exit(self, proc: subprocess.Popen[bytes]) -> str:
-        """How a dead engine process ended, in words."""
-        try:
-            code = proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            code = proc.wait()
-        if code < 0:
-            name = signal.Signals(-code).name
-            if -code == signal.SIGKILL:
-                rss = f"{self._rss:.0f} MB resident at the last check" if self._rss is not None else "its memory unknown"
-                return f"was killed by {name} (as the out-of-memory killer does; {rss})"
-            return f"was killed by {name}"
-        return f"exited with status {code}"
-
     def _send(self, msg: tuple[Any, ...]) -> None:
         with self._send_lock:
             self._conn.send(msg)
@@ -212,10 +144,10 @@ class RemoteEngine:
                 ready = conn.poll(HEARTBEAT)
                 msg = conn.recv() if ready else None
             except (EOFError, OSError):
-                return None if self._closing else self._exit(proc)
+                return None if self._closing else exit_reason(proc, self._rss)
             now = time.monotonic()
             if msg is None:
-                self._rss = _rss_mb(proc.pid) or self._rss
+                self._rss = rss_mb(proc.pid) or self._rss
                 with self._lock:
                     busy = bool(self._gens) or bool(self._calls)
                 if not busy or self._steps != steps:  # idle, or it sent events since the last check
@@ -248,36 +180,15 @@ class RemoteEngine:
             old, old_loop = self._reading, self._loop
             self._reading, self._loop = conn, loop
         if old is not None and old_loop is not None:  # another loop read it (a loop that has ended)
-            self._drop(old, old_loop)
+            stop_reading(old, old_loop)
         loop.add_reader(conn.fileno(), self._readable, conn, loop)
-
-    def _drop(self, conn: Connection, loop: asyncio.AbstractEventLoop) -> None:
-        """Stop reading `conn` on `loop` and close it; from any thread (it is closed on the
-        loop's thread, unless the loop has ended, so that no other thread closes it meanwhile)."""
-        if conn.closed:
-            return
-        if loop.is_closed():
-            conn.close()
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is loop:
-            loop.remove_reader(conn.fileno())
-            conn.close()
-        else:
-            with contextlib.suppress(RuntimeError):  # closed meanwhile: nothing reads it any more
-                loop.call_soon_threadsafe(self._drop, conn, loop)
-                return
-            conn.close()
 
     def _readable(self, conn: Connection, loop: asyncio.AbstractEventLoop) -> None:
         """One events message (the loop calls again while more are waiting)."""
         try:
             msg = conn.recv()
         except (EOFError, OSError):  # the process ended; the supervisor reports why
-            self._drop(conn, loop)
+            stop_reading(conn, loop)
             return
         self._steps += 1
         self._events(msg[1], msg[2])
@@ -302,7 +213,7 @@ class RemoteEngine:
                 continue
             ended = True
             gen.cached_tokens = cached
-            gen.finish(finish, _error(err))
+            gen.finish(finish, reported_error(err))
             self.stats.finished += 1
             if err is None:
                 self._failures = 0  # it serves again
@@ -357,7 +268,7 @@ class RemoteEngine:
             if self._failures > 1:
                 time.sleep(min(30.0, 0.5 * 2 ** (self._failures - 2)))
             try:
-                proc, conn, econn, ready = self._spawn()
+                proc, conn, econn, ready = spawn(self._settings, self._rss)
             except ModelLoadError as exc:
                 self._failures += 1
                 self.last_crash = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}: restarting failed: {exc.message}"
@@ -425,7 +336,7 @@ class RemoteEngine:
         slot[0].wait()
         ok, value = slot[1]
         if not ok:
-            raise _error(value)  # type: ignore[misc]
+            raise reported_error(value)  # type: ignore[misc]
         return value  # type: ignore[no-any-return]
 
     def submit(self, prompt: Sequence[int], params: SamplingParams, media: Sequence[MediaSpan] = (), adapter: int = 0) -> Generation:
@@ -515,7 +426,7 @@ class RemoteEngine:
             econn, reading, loop = self._econn, self._reading, self._loop
             self._econn = self._reading = None
         if reading is not None and loop is not None:
-            self._drop(reading, loop)
+            stop_reading(reading, loop)
         if econn is not None and econn is not reading:
             econn.close()
         self._vocab.close()

@@ -1,12 +1,13 @@
 """Writing Lark grammars (llguidance's dialect) for what the body readers read.
 
-Each body reader (json_bodies, markup_bodies, pythonic, and a family's own) has a `grammar`
-class method next to its parser: given the offered tools it writes the Lark expression of one
-block as the family writes it, with each argument's value following the tool's JSON schema in
-the family's encoding (JSON, raw text, Python literals, `k:v`). `formats/constraint.py` joins a
-family's trigger, body and close into the constraint of a request. This module holds the
-writing kit they share: a `Writer` of named rules, the value writers and JSON schema helpers.
-Pure text: nothing here knows llguidance or a vocabulary (special tokens come in as ids).
+Each body reader (json_bodies, named_json_bodies, markup_bodies, kv_bodies, pythonic, and a
+family's own) has a `grammar` class method next to its parser: given the offered tools it
+writes the Lark expression of one block as the family writes it, with each argument's value
+following the tool's JSON schema in the family's encoding (JSON, raw text, Python literals,
+`k:v`). `formats/constraint.py` joins a family's trigger, body and close into the constraint of
+a request. This module holds the writing kit they share: a `Writer` of named rules, the value
+writers and JSON schema helpers. Pure text: nothing here knows llguidance or a vocabulary
+(special tokens come in as ids).
 """
 
 from __future__ import annotations

@@ -28,7 +28,8 @@ from typing import Any
 
 from ..errors import ModelLoadError
 from ..types import Delta, ToolSpec
-from .base import Format, rebuild
+from .base import Format
+from .deltas import rebuild
 from .registry import FORMATS, Detection, explain_detection
 
 

@@ -20,9 +20,8 @@ from typing import Any
 
 from ..errors import Unsupported
 from ..types import ToolSpec
-from .base import DONE, FAIL, MORE, Sink, Written
+from .base import DONE, FAIL, MORE, ArgsWriter, Sink, Written
 from .grammar import PYTHON, Params, Writer, alt, lit, literal_value, members, seq
-from .markup_bodies import ArgsWriter
 from .schema import NotJson, coerce, is_plain_string, jsonable, ordered_params, prop_schema
 
 log = logging.getLogger(__name__)

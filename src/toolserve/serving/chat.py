@@ -12,7 +12,8 @@ from typing import Any
 from toolserve.constrain.matcher import Arming, Constrainer
 from toolserve.errors import InvalidRequest, Unsupported
 from toolserve.formats import constraint
-from toolserve.formats.base import Format, merge_deltas
+from toolserve.formats.base import Format
+from toolserve.formats.deltas import merge_deltas
 from toolserve.formats.grammar import response_format_grammar
 from toolserve.formats.template import ChatTemplate
 from toolserve.types import (

@@ -18,8 +18,9 @@ from typing import Any, Protocol, runtime_checkable
 from toolserve.errors import InvalidRequest, ToolserveError, Unsupported
 from toolserve.formats.base import Format
 from toolserve.serving.chat import ChatOptions, OutputShaper
+from toolserve.serving.entries import LocalModel
 from toolserve.serving.pipeline import EncodedImage, Finish, Limits, Piece, Pipeline, Ticket, choice_params
-from toolserve.serving.registry import LocalModel, ModelRegistry
+from toolserve.serving.registry import ModelRegistry
 from toolserve.types import ContentDelta, Delta, Message, SamplingParams, TokenLogprob
 
 ResponseSchema = tuple[str, dict[str, Any] | None]  # ("json_object", None) or ("json_schema", schema)

@@ -13,7 +13,7 @@ from toolserve.errors import ModelLoadError
 from toolserve.modelfile import find_mmproj, gguf_metadata, model_bytes, model_parts, resolve_model
 from toolserve.models import sampling
 from toolserve.models.choose import FILE_TYPES, quant_of
-from toolserve.serving.loader import sampling_defaults
+from toolserve.serving.loader import is_bundled, sampling_defaults
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,6 @@ def read_facts(cfg: ModelConfig, flags: dict[str, float]) -> Facts | None:
         meta = gguf_metadata(path)
     except (ModelLoadError, OSError):
         return None
-    from toolserve.serving.loader import is_bundled
-
     origin = cfg.origin
     source = origin.source if origin is not None else "bundled" if is_bundled(path) else "file"
     file_type = meta.get("general.file_type")

@@ -11,7 +11,7 @@ from toolserve.config import ModelConfig
 from toolserve.engine import placement as pl
 from toolserve.errors import ModelLoadError
 from toolserve.modelfile import gguf_metadata
-from toolserve.serving.registry import _KV_BYTES
+from toolserve.serving.memory import kv_bytes_per_layer
 
 log = logging.getLogger(__name__)
 
@@ -22,20 +22,12 @@ def gguf_shape(meta: dict[str, object], cache_type_k: str, cache_type_v: str) ->
     """The sizes the fit needs from a GGUF header; KV bytes per token of each layer."""
     arch = str(meta.get("general.architecture", ""))
 
-    def num(key: str, default: Any = 0) -> Any:
-        return meta.get(f"{arch}.{key}", default)
+    def num(key: str) -> Any:
+        return meta.get(f"{arch}.{key}")
 
-    n_layer = int(num("block_count") or 0)
-    n_embd = int(num("embedding_length") or 0)
-    n_head = num("attention.head_count")
-    heads = max(n_head) if isinstance(n_head, list) else int(n_head or 0)
-    n_head_kv = num("attention.head_count_kv", n_head)
-    per_layer = n_head_kv if isinstance(n_head_kv, list) else [n_head_kv] * n_layer
-    k_len = int(num("attention.key_length", n_embd // heads if heads else 0))
-    v_len = int(num("attention.value_length", k_len))
-    kv = tuple(int(int(h or 0) * (k_len * _KV_BYTES[cache_type_k] + v_len * _KV_BYTES[cache_type_v])) for h in per_layer)
+    kv = tuple(int(b) for b in kv_bytes_per_layer(meta, cache_type_k, cache_type_v))
     n_vocab = int(num("vocab_size") or 65536)  # not in every header; a large guess
-    return pl.GgufShape(n_layer, n_vocab, n_embd, kv)
+    return pl.GgufShape(int(num("block_count") or 0), n_vocab, int(num("embedding_length") or 0), kv)
 
 
 def _mib(n: int) -> str:

@@ -12,164 +12,18 @@ import asyncio
 import contextlib
 import fnmatch
 import logging
-import math
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Protocol
 
-from toolserve.config import ModelConfig, auto_parallel
+from toolserve.config import ModelConfig
 from toolserve.errors import InsufficientMemory, InvalidRequest, ModelBusy, ModelNotFound, ShuttingDown, ToolserveError
-from toolserve.modelfile import gguf_metadata, model_bytes, resolve_model
+from toolserve.serving.entries import Entry, LocalModel, UpstreamModel
+from toolserve.serving.loader import load_pipeline
+from toolserve.serving.memory import MB, memory_estimate
 from toolserve.serving.pipeline import Limits, Pipeline
 
 log = logging.getLogger(__name__)
 
-MB = 1024 * 1024
-# bytes per element of each KV cache type (block formats: block bytes / 32 elements)
-_KV_BYTES = {"f32": 4.0, "f16": 2.0, "q8_0": 34 / 32, "q5_1": 24 / 32, "q5_0": 22 / 32, "q4_1": 20 / 32, "q4_0": 18 / 32, "iq4_nl": 18 / 32}
-
-
-def memory_estimate(cfg: ModelConfig) -> int:
-    """Bytes a local model takes once loaded: the GGUF file, the KV cache of its --parallel
-    sequences (from the file's metadata) and the prompt-cache budget."""
-    path = resolve_model(cfg.model)
-    meta = gguf_metadata(path)
-    arch = str(meta.get("general.architecture", ""))
-
-    def num(key: str, default: Any = None) -> Any:
-        return meta.get(f"{arch}.{key}", default)
-
-    n_layer = int(num("block_count", 0) or 0)
-    n_head = num("attention.head_count", 0) or 0
-    n_head_kv = num("attention.head_count_kv", n_head)
-    n_embd = int(num("embedding_length", 0) or 0)
-    heads = n_head if isinstance(n_head, int) else max(n_head or [0])
-    k_len = int(num("attention.key_length", n_embd // heads if heads else 0))
-    v_len = int(num("attention.value_length", k_len))
-    per_layer = n_head_kv if isinstance(n_head_kv, list) else [n_head_kv] * n_layer
-    n_ctx = cfg.ctx_size or int(num("context_length", 4096))
-    per_token = sum(int(h) * (k_len * _KV_BYTES[cfg.cache_type_k] + v_len * _KV_BYTES[cfg.cache_type_v]) for h in per_layer)
-    if not per_token:
-        log.info("%s: no attention sizes in the GGUF metadata; its KV cache is left out of the estimate", path)
-    kv = int(per_token * n_ctx) * (cfg.parallel or auto_parallel(n_ctx))
-    mmproj = getattr(cfg, "mmproj", None)  # an image projector is loaded beside the model
-    extra = Path(mmproj).stat().st_size if mmproj and Path(mmproj).is_file() else 0
-    adapters = sum(Path(a.path).stat().st_size for a in (*cfg.lora, *(m.lora for m in cfg.lora_models)) if Path(a.path).is_file())
-    return model_bytes(path) + extra + adapters + kv + cfg.cache_ram * MB
-
-
-class UpstreamModel(Protocol):
-    """What the registry needs from a model served by another server (toolserve.upstream)."""
-
-    kind: str  # "upstream"
-    in_flight: int
-
-    @property
-    def model_id(self) -> str | None:
-        """Our id; None while the upstream's model is not known yet (not reached so far)."""
-        ...
-
-    def unavailable(self) -> ToolserveError:
-        """The error for a request that cannot be served now."""
-        ...
-
-    async def start(self) -> None: ...
-
-    async def close(self) -> None: ...
-
-    def drain(self, grace: float) -> None: ...
-
-    def status(self) -> dict[str, Any]: ...
-
-
-@dataclass(eq=False)
-class LocalModel:
-    """A GGUF model that may or may not be loaded right now."""
-
-    id: str
-    cfg: ModelConfig
-    keep_alive: float | None = None  # idle seconds before unloading; None: stays loaded
-    # the last request's own keep_alive (Ollama's), in force until another request sets one:
-    # None: none asked, `keep_alive` applies; math.inf: stays loaded
-    asked_keep_alive: float | None = None
-    preload: bool = False
-    estimate: int = 0  # bytes (memory_estimate); 0 when no budget is set
-    pipeline: Pipeline | None = None
-    state: str = "unloaded"  # unloaded | loading | loaded | unloading
-    loads: int = 0
-    reloadable: bool = True  # False: handed over loaded, without a config to load it again
-    holds: int = 0  # requests preparing (e.g. decoding images) before they are admitted
-    last_error: str | None = None
-    loaded_at: float | None = None
-    base: LocalModel | None = None  # a --lora-model id: the model whose engine it runs on
-    facts: Any = None  # serving.facts.Facts, read once for /v1/models (False: the file could not be read)
-    created: int = field(default_factory=lambda: int(time.time()))
-    kind: str = field(default="local", init=False)
-    _task: asyncio.Future[None] | None = field(default=None, repr=False)  # the load or unload under way
-
-    @property
-    def model_id(self) -> str:
-        return self.id
-
-    @property
-    def aliases(self) -> tuple[str, ...]:
-        """Other names requests may use for this model: the reference it was started with
-        (`owner/repo:Q4_K_M`, `ollama:qwen3:0.6b`), so `model` may repeat what `--model` said."""
-        origin = self.cfg.origin
-        return (origin.reference,) if origin is not None and self.base is None and origin.reference != self.id else ()
-
-    @property
-    def in_flight(self) -> int:
-        """Requests in flight; a base model counts those of its adapter ids too (they hold its engine)."""
-        if self.pipeline is None:
-            return 0
-        return self.pipeline.in_flight if self.base is not None else self.pipeline.family_in_flight
-
-    @property
-    def idle_limit(self) -> float | None:
-        """Idle seconds before the reaper unloads it (None: never)."""
-        limit = self.asked_keep_alive if self.asked_keep_alive is not None else self.keep_alive
-        return None if limit is None or math.isinf(limit) else limit
-
-    @property
-    def busy(self) -> bool:
-        """Requests in flight, or being prepared (between the load and their admission)."""
-        return self.in_flight > 0 or self.holds > 0
-
-    @property
-    def last_used(self) -> float:
-        if self.pipeline is None:
-            return 0.0
-        family = [self.pipeline] if self.base is not None else self.pipeline._family
-        return max(p.last_used for p in family)
-
-    def status(self) -> dict[str, Any]:
-        if self.base is not None:
-            return {**self.base.status(), "in_flight": self.in_flight, "base": self.base.id}
-        out: dict[str, Any] = {
-            "state": self.state,
-            "loaded": self.state == "loaded",
-            "in_flight": self.in_flight,
-            "keep_alive": self.keep_alive,
-            "memory_estimate_mb": round(self.estimate / MB) if self.estimate else None,
-            "loads": self.loads,
-        }
-        limit = self.idle_limit
-        if self.state == "loaded" and limit is not None and not self.busy:
-            out["unloads_in"] = round(max(0.0, limit - (time.monotonic() - self.last_used)), 1)
-        if self.last_error:
-            out["last_error"] = self.last_error
-        health = getattr(self.pipeline.engine, "health", None) if self.pipeline is not None else None
-        if health is not None:  # an engine process: its restarts, and why it failed if it did
-            out["engine"] = health()
-            if out["engine"]["failed"]:
-                out["state"], out["loaded"] = "failed", False
-        return out
-
-
-Entry = LocalModel | UpstreamModel
 Loader = Callable[[ModelConfig, Limits], Pipeline]
 
 
@@ -333,11 +187,7 @@ class ModelRegistry:
                     raise ShuttingDown("The server is shutting down; retry on another instance or later.")
                 m.state = "loading"
                 await self._make_room(m)
-                loader = self._loader
-                if loader is None:
-                    from toolserve.serving.loader import load_pipeline
-
-                    loader = load_pipeline
+                loader = self._loader or load_pipeline
                 started = time.perf_counter()
                 pipe = await asyncio.to_thread(loader, m.cfg, self.limits)
         except BaseException as exc:
@@ -444,12 +294,9 @@ class ModelRegistry:
                 f"the preloaded models need about {sum(m.estimate for m in wanted) / MB:.0f} MB together, "
                 f"more than the memory budget of {self.budget // MB} MB"
             )
+        loader = self._loader or load_pipeline
         for m in wanted:
-            if self._loader is None:
-                from toolserve.serving.loader import load_pipeline
-
-                self._loader = load_pipeline
-            m.pipeline, m.state, m.loaded_at = self._loader(m.cfg, self.limits), "loaded", time.time()
+            m.pipeline, m.state, m.loaded_at = loader(m.cfg, self.limits), "loaded", time.time()
             m.loads += 1
             self._attach(m)
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolserve.formats.base import rebuild
+from toolserve.formats.deltas import rebuild
 from toolserve.formats.jsonstream import repair_json_prefix
 from toolserve.formats.registry import FORMATS
 from toolserve.types import Delta, ToolSpec

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolserve.formats.base import rebuild
+from toolserve.formats.deltas import rebuild
 from toolserve.formats.registry import FORMATS
 from toolserve.types import ContentDelta, Delta, ReasoningDelta, ToolCallArgs, ToolCallStart
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from toolserve.formats.base import rebuild
+from toolserve.formats.deltas import rebuild
 from toolserve.formats.registry import FORMATS
 from toolserve.types import ToolSpec
 

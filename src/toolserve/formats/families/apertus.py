@@ -12,8 +12,8 @@ from typing import Any
 from ...types import ToolCall, ToolSpec
 from ..base import DONE, FAIL, MORE, Body, Format, Grammar, Sink, Trigger, Written, call_arguments, tool_dicts
 from ..grammar import Params, Writer, json_value
-from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps, loads
+from ..named_json_bodies import NamedJsonBody
 
 PREFIX, SUFFIX = "<|tools_prefix|>", "<|tools_suffix|>"
 INNER = ("<|inner_prefix|>", "<|inner_suffix|>")

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from ...types import ToolCall, ToolSpec
 from ..base import BodyFactory, Format, Grammar, PrefixChoice, Spec, Trigger, call_arguments, tool_dicts
 from ..grammar import lit, seq
-from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps
+from ..named_json_bodies import NamedJsonBody
 
 CALLS_BEGIN, CALLS_END = "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>"
 CALL_BEGIN, CALL_END, SEP = "<｜tool▁call▁begin｜>", "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
 from ..base import Format, Grammar, Spec, call_arguments
-from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps
+from ..named_json_bodies import NamedJsonBody
 from .deepseek_v3 import (
     CALL_BEGIN,
     CALL_END,

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from ...types import ToolCall, ToolSpec
 from ..base import Format, Grammar, Spec, Trigger, call_arguments
 from ..grammar import lit
-from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps
+from ..named_json_bodies import NamedJsonBody
 
 
 def _name(header: str) -> tuple[str, None]:

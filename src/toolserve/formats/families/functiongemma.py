@@ -7,7 +7,7 @@ from typing import Any
 
 from ...types import ToolCall, ToolSpec
 from ..base import Format, Grammar, Spec, Trigger, call_arguments
-from ..markup_bodies import KvCallsBody, kv_value
+from ..kv_bodies import KvCallsBody, kv_value
 
 ESC = "<escape>"
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
 from ..base import Format, Grammar, Spec, Trigger, call_arguments
-from ..markup_bodies import KvCallsBody, kv_value
+from ..kv_bodies import KvCallsBody, kv_value
 from .functiongemma import declaration
 
 ESC = '<|"|>'

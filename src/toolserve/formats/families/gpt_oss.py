@@ -28,8 +28,8 @@ from ..base import (
     skip_ws,
 )
 from ..grammar import Params, Writer, alt, json_value, lit, seq, text_until
-from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps
+from ..named_json_bodies import NamedJsonBody
 from ..schema import prop_schema, types_of
 
 MESSAGE, CALL = "<|message|>", "<|call|>"

@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
 from ..base import Format, Grammar, PrefixChoice, Spec, Trigger, call_arguments, tool_dicts
-from ..json_bodies import JsonCallsBody, NamedJsonBody
+from ..json_bodies import JsonCallsBody
 from ..jsonstream import dumps
+from ..named_json_bodies import NamedJsonBody
 
 
 def _name(header: str) -> tuple[str, None]:

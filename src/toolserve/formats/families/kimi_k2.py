@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from ...types import ToolCall, ToolSpec
 from ..base import Format, Grammar, Spec, Trigger, call_arguments, tool_dicts
 from ..grammar import lit, seq
-from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps
+from ..named_json_bodies import NamedJsonBody
 
 SECTION_BEGIN, SECTION_END = "<|tool_calls_section_begin|>", "<|tool_calls_section_end|>"
 CALL_BEGIN, ARGS_BEGIN, CALL_END = "<|tool_call_begin|>", "<|tool_call_argument_begin|>", "<|tool_call_end|>"

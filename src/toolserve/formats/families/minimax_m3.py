@@ -26,6 +26,7 @@ from ..base import (
     DONE,
     FAIL,
     MORE,
+    ArgsWriter,
     Format,
     Grammar,
     Sink,
@@ -38,7 +39,6 @@ from ..base import (
 )
 from ..grammar import Params, Writer, alt, lit, markup_value, members, seq
 from ..jsonstream import MAX_DEPTH, dumps
-from ..markup_bodies import ArgsWriter
 from ..schema import coerce, guess, prop_schema, types_of
 from .minimax_m2 import _BODY as M2_BODY
 

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 from ...types import ToolCall, ToolSpec
 from ..base import FAIL, Format, Grammar, Spec, Trigger, call_arguments, tool_dicts
-from ..json_bodies import NamedJsonBody
 from ..jsonstream import dumps
+from ..named_json_bodies import NamedJsonBody
 
 
 def _header(text: str) -> tuple[str, str | None]:
