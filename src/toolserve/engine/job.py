@@ -3,7 +3,8 @@
 A job is created by `submit`, waits, is admitted into one of the context's sequences (its
 `seq`, whose KV it reads its prompt into and extends), reads its prompt chunk by chunk, then
 decodes one token per step until it ends. The scheduler moves it through those states; the
-runner reads `token`, `at`, `n_past` and `stop` to fill the batch and leaves `row` behind.
+runner reads `token`, `draft`, `at`, `n_past` and `stop` to fill the batch and leaves `row`
+behind.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from toolserve.engine.base import MediaSpan
 from toolserve.engine.slots import SeqState
+from toolserve.engine.speculative import Budget, Drafter
 from toolserve.types import SamplingParams
 
 if TYPE_CHECKING:
@@ -39,7 +41,12 @@ class Job:
         self.produced = 0
         self.token = -1  # the sampled token to decode at the next step, once the prompt is read
         self.stop = 0  # end of the prompt chunk in this step's batch
-        self.row = -1  # this step's logits row
+        self.row = -1  # this step's (first) logits row
+        # speculative decoding (engine/speculative.py): set at its start when it drafts
+        self.speculative = "off"  # on | auto (only in a step with few decoding sequences) | off
+        self.drafter: Drafter | None = None  # the index of its context, prompt and output
+        self.budget = Budget()
+        self.draft: list[int] = []  # this step's draft, decoded after `token`
 
     @property
     def reading(self) -> bool:

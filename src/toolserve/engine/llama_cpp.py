@@ -11,6 +11,7 @@ The parts, one concept each (nano-vllm's shape):
 - engine/runner.py     a step's work as one llama_decode batch
 - engine/memory.py     the sequences' KV cells and the prompt cache's snapshots
 - engine/sampler.py    the sampler chain, grammar mask and logprobs of one job
+- engine/speculative.py  drafts from a job's own context (speculative decoding)
 - engine/loader.py     the model, its context and LoRA adapter sets
 - engine/projector.py  images (libmtmd)
 This module wires them, owns the worker thread, and turns each step's rows into tokens.
@@ -40,7 +41,7 @@ from toolserve.engine.projector import Projector
 from toolserve.engine.prompt_cache import PromptCache
 from toolserve.engine.runner import Runner
 from toolserve.engine.sampler import Sampler
-from toolserve.engine.scheduler import Scheduler, Step
+from toolserve.engine.scheduler import SPECULATIVE, Scheduler, Step
 from toolserve.engine.slots import PREFILL_CHUNK, SeqState, boundary
 from toolserve.engine.vocab import VocabView
 from toolserve.errors import EngineFailure, InvalidRequest, ModelLoadError, log_failure
@@ -77,11 +78,15 @@ class LlamaCppEngine:
         kv_offload: bool = True,
         placed_by: str = "",
         core_shares: str | None = None,
+        speculative: str = "off",
     ):
         """`adapters`: the LoRA adapter sets requests may run under, by index (`submit`'s
         `adapter`); set 0 is the default (empty: the base weights). `core_shares`: the
         server's directory when its busy engines share the cores (engine/cores.py); unused when
-        all of the model's layers are on a GPU."""
+        all of the model's layers are on a GPU. `speculative`: off, on or auto, drafting from
+        each request's context (engine/speculative.py); a request's `speculative` overrides it."""
+        if speculative not in SPECULATIVE:
+            raise ModelLoadError(f"speculative must be one of {', '.join(SPECULATIVE)}, not {speculative!r}")
         threads = cores.threads(n_threads)
         n_batch += parallel  # a whole prompt chunk fits beside one decode token of every other sequence
         self.slots = parallel
@@ -136,12 +141,16 @@ class LlamaCppEngine:
         self._ctx = self._llm._ctx.ctx
         on_cores = where.gpu_layers < where.n_layers  # all on a GPU: no share of the cores
         self._cores = Shares(core_shares if on_cores else None, threads, apply=lambda n: llama_cpp.llama_set_n_threads(self._ctx, n, n))
+        if speculative != "off" and (llama_cpp.llama_model_is_recurrent(model.model) or llama_cpp.llama_model_is_hybrid(model.model)):
+            log.info("speculative decoding is off: this model's state cannot drop rejected draft tokens")
+            speculative = "never"
         seqs = [SeqState(i) for i in range(parallel)]
         self._runner = Runner(self._ctx, n_batch, parallel, self._cores, self.stats)
         self._memory = Memory(self._ctx, seqs, self.cache, self._runner)
         self._scheduler = Scheduler(
             seqs, self._memory, self.cache, self.stats, capacity=n_batch, n_ctx=self.info.n_ctx,
             turns=self.vocab.turns(), sampler=lambda job: Sampler(job.params, job.prompt, self._n_vocab), adapters=self._adapters,
+            speculative=speculative,
         )
         if self._adapters.sets[0]:
             self._adapters.apply(self._ctx, 0)
@@ -250,15 +259,36 @@ class LlamaCppEngine:
     def _postprocess(self, step: Step) -> None:
         """Record what the batch put in each sequence's KV, and sample where a row was computed."""
         for job in step.decoding:
-            job.seq.tokens.append(job.token)
-            job.n_past += 1
-            self._sample(job, job.row)
+            self._verify(job)
         for job in step.reading:
             job.seq.tokens.extend(job.prompt[job.at : job.stop])
             job.at, job.n_past = job.stop, job.n_past + job.stop - job.at
             job.seq.usable = boundary(job.at, job.cuts)
             if not job.reading:
                 self._sample(job, job.row)
+
+    def _verify(self, job: Job) -> None:
+        """Sample a decoding job row by row: its token's row, then each draft token's while the
+        token sampled before it equals it (engine/speculative.py says why that keeps the model's
+        distribution). The KV of the draft tokens after the first disagreement is dropped."""
+        draft = job.draft
+        job.seq.tokens.append(job.token)
+        job.n_past += 1
+        kept = 0
+        for i in range(len(draft) + 1):
+            token = self._sample(job, job.row + i)
+            if token is None or i == len(draft) or token != draft[i]:
+                break
+            job.seq.tokens.append(token)  # its KV was computed in this batch
+            job.n_past += 1
+            kept += 1
+        if draft:
+            job.draft = []
+            job.budget.update(len(draft), kept)
+            self.stats.drafted_tokens += len(draft)
+            self.stats.accepted_tokens += kept
+            if job.seq.busy and job in self._scheduler.running and not self._memory.drop_after(job.seq, job.n_past):
+                raise EngineFailure("llama.cpp could not drop the rejected draft tokens")
 
     def _read_image(self, job: Job) -> None:
         """Encode an image with the projector and decode its embeddings into the job's sequence
@@ -279,8 +309,9 @@ class LlamaCppEngine:
         if last:
             self._sample(job, -1)  # its logits are the last decode's
 
-    def _sample(self, job: Job, row: int) -> None:
-        """Pick the job's next token from its row of the logits and hand it over."""
+    def _sample(self, job: Job, row: int) -> int | None:
+        """Pick the job's next token from its row of the logits and hand it over; the token, or
+        None when the job ended."""
         assert job.sampler is not None
         end = self._scheduler.end
         try:
@@ -288,21 +319,24 @@ class LlamaCppEngine:
         except Exception as exc:
             log_failure(log, "sampling failed", exc)
             end(job, error=EngineFailure(f"sampling failed: {type(exc).__name__}"))
-            return
+            return None
         if token is None:
             end(job, "length")  # a dead end: nothing may follow, and the grammar is not complete
-            return
+            return None
         job.produced += 1
         self.stats.generated_tokens += 1
         if llama_cpp.llama_vocab_is_eog(self._vocab, token):
             job.gen.push(TokenEvent(token, self.token_piece(token), is_eog=True, logprob=lp))
             end(job, "stop")
-            return
+            return None
         job.gen.push(TokenEvent(token, self.token_piece(token), logprob=lp))
         if job.sampler.accept(token):
             end(job, "stop")
-            return
+            return None
         if job.produced >= job.max_tokens:
             end(job, "length")
-            return
+            return None
         job.token = token
+        if job.drafter is not None:
+            job.drafter.extend((token,))
+        return token

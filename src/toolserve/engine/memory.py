@@ -68,7 +68,7 @@ class Memory:
         seq = min(range(len(ends)), key=ends.__getitem__)
         batch = self._runner.batch
         batch.n = 0
-        batch.add((0,), ends[seq], seq, False)
+        batch.add((0,), ends[seq], seq, 0)
         try:
             self._runner.decode()
         finally:

@@ -48,18 +48,18 @@ class Batch:
         struct.logits = ctypes.cast(self._logits, ctypes.POINTER(ctypes.c_int8))
         self.struct = struct
 
-    def add(self, tokens: Sequence[int], pos: int, seq: int, logits: bool) -> int:
-        """Append tokens of one sequence at positions from `pos`; the row of the last one."""
+    def add(self, tokens: Sequence[int], pos: int, seq: int, logits: int) -> int:
+        """Append tokens of one sequence at positions from `pos`, logits computed for the last
+        `logits` of them; the row of the first of those (of the last token when none)."""
         i, k = self.n, len(tokens)
         end = i + k
         self.token[i:end] = tokens
         self.pos[i:end] = np.arange(pos, pos + k, dtype=np.int32)
         self.seq[i:end] = self._seq_addr[seq]
         self.logits[i:end] = 0
-        if logits:
-            self.logits[end - 1] = 1
+        self.logits[end - logits : end] = 1
         self.n = end
-        return end - 1
+        return end - max(logits, 1)
 
 
 class Runner:
@@ -75,16 +75,17 @@ class Runner:
         self.copies_pending = False
 
     def run(self, decoding: Sequence[Job], reading: Sequence[Job]) -> None:
-        """One decode: the next token of each decoding job, this step's prompt chunk of each
-        reading job (from `job.at` to `job.stop`, logits only at the prompt's end); each job's
-        logits row is left in `job.row`."""
+        """One decode: the next token of each decoding job and its draft (logits on each: the
+        draft is verified row by row), this step's prompt chunk of each reading job (from
+        `job.at` to `job.stop`, logits only at the prompt's end); each job's first logits row is
+        left in `job.row`."""
         batch = self.batch
         batch.n = 0
         for job in sorted((*decoding, *reading), key=lambda j: j.seq.id):
             if job.reading:
-                job.row = batch.add(job.prompt[job.at : job.stop], job.n_past, job.seq.id, job.stop == len(job.prompt))
+                job.row = batch.add(job.prompt[job.at : job.stop], job.n_past, job.seq.id, int(job.stop == len(job.prompt)))
             else:
-                job.row = batch.add((job.token,), job.n_past, job.seq.id, True)
+                job.row = batch.add((job.token, *job.draft), job.n_past, job.seq.id, 1 + len(job.draft))
         if batch.n:
             self.decode()
 

@@ -83,6 +83,12 @@ class Sampler:
         lp = logprob(row_logits(ctx, row, self._n_vocab), token, self._top_n) if self._top_n is not None else None
         return token, lp
 
+    def allowed(self, draft: list[int]) -> list[int]:
+        """The longest prefix of a draft that the grammar allows from here."""
+        if self.constraint is None or not draft:
+            return draft
+        return draft[: self.constraint.valid_prefix(draft)]
+
     def accept(self, token: int) -> bool:
         """Tell the grammar a token was emitted; True when the constrained text is complete."""
         if self.constraint is None:

@@ -7,7 +7,9 @@ snapshots) and carries that out through engine/memory.py; a job whose prompt sha
 with one being read now follows it (the prefix is copied, not read twice). `schedule` then
 picks one step: the adapter set whose turn it is, the next token of each of its decoding jobs,
 one prompt chunk of each reading job that fits in the batch, and the jobs whose next input is
-an image (evaluated whole, apart from the batch). `end` retires a job.
+an image (evaluated whole, apart from the batch), and for decoding jobs that speculate, a
+draft from their own context in the batch's room left over (engine/speculative.py). `end`
+retires a job.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from toolserve.engine.slots import (
     position,
     snapshot_media,
 )
+from toolserve.engine.speculative import Drafter
 from toolserve.errors import EngineFailure, log_failure
 
 log = logging.getLogger(__name__)
@@ -40,6 +43,12 @@ log = logging.getLogger(__name__)
 # steps in a row that requests of one adapter set decode while requests of another set wait
 # (llama.cpp applies adapters to the whole context, so a batch holds one set's requests only)
 ADAPTER_TURN = 8
+
+SPECULATIVE = ("off", "on", "auto")  # --speculative
+# under `auto`, drafts go only into steps with at most this many decoding sequences and no prompt
+# chunk: on the CPU a step is compute-bound, and each verified draft token costs as much as a
+# prompt token (bench/speculative.py; README "Speculative decoding")
+AUTO_MAX_DECODING = 1
 
 
 @dataclass
@@ -67,6 +76,7 @@ class Scheduler:
         turns: Turns,
         sampler: Callable[[Job], Sampler],
         adapters: Adapters,
+        speculative: str = "off",
     ):
         self.seqs = seqs
         self._memory = memory
@@ -77,6 +87,7 @@ class Scheduler:
         self._turns = turns
         self._sampler = sampler
         self._adapters = adapters
+        self._speculative = speculative  # the server's setting; a request may ask otherwise
         self.waiting: list[Job] = []
         self.running: list[Job] = []  # in the order they were admitted
         self._started = 0  # admissions so far (orders the sequences' last use)
@@ -100,6 +111,9 @@ class Scheduler:
         job.sampler = self._sampler(job)  # first what may fail: no sequence is taken yet
         job.max_tokens = min(job.params.max_tokens, self._n_ctx - len(job.prompt))
         job.cuts = chunk_cuts(job.prompt, self._turns, job.media)
+        job.speculative = self._mode(job.params.speculative)
+        if job.speculative != "off":
+            job.drafter = Drafter(job.prompt)
         p = plan(self.seqs, job.prompt, job.cuts, self._cache, job.adapter)
         seq = self.seqs[p.target]
         if p.save or p.snapshot is not None:
@@ -158,6 +172,13 @@ class Scheduler:
         if job.at >= job.lead_until or not leader.reading:
             job.leader = None
 
+    def _mode(self, asked: bool | None) -> str:
+        if self._speculative == "never":  # the model cannot drop KV cells it has (recurrent)
+            return "off"
+        if asked is None:
+            return self._speculative
+        return "on" if asked else "off"
+
     # -- each step's work -------------------------------------------------------------------------
     def schedule(self) -> Step | None:
         """This step's work, or None when nothing runs. Cancelled jobs end first (their sequence
@@ -187,7 +208,21 @@ class Scheduler:
             size += stop - job.at
             job.stop = stop
             step.reading.append(job)
+        self._draft(step, self._capacity - size)
         return step
+
+    def _draft(self, step: Step, room: int) -> None:
+        """Give each decoding job that speculates a draft, within the batch's `room`; one that
+        cannot reach its end (max tokens, the context) drafts no further than it."""
+        crowded = len(step.decoding) > AUTO_MAX_DECODING or bool(step.reading)
+        for job in step.decoding:
+            job.draft = []
+            if job.drafter is None or room <= 0 or (job.speculative == "auto" and crowded):
+                continue
+            assert job.sampler is not None
+            limit = min(job.budget.limit, job.max_tokens - job.produced - 1, room)
+            job.draft = job.sampler.allowed(job.drafter.draft(limit))
+            room -= len(job.draft)
 
     # -- the end of a job ---------------------------------------------------------------------------
     def end(self, job: Job, finish: str | None = None, error: BaseException | None = None) -> None:
