@@ -11,7 +11,8 @@ and samples row by row (engine/llama_cpp.py): a draft token is kept while the to
 from the row before it equals it. For a draft that is one fixed token per position this is
 standard speculative sampling: accepting draft token d with probability p(d), else sampling
 from p with d removed and renormalised, is what sampling from p and comparing with d does. So
-greedy output is the same with and without a draft, and sampled output keeps the model's
+greedy output is the same with and without a draft (up to llama.cpp's rounding, which depends
+on the batch's shape on the CPU: docs/architecture.md), and sampled output keeps the model's
 distribution (each emitted token still takes one draw of the seeded sampler).
 
 `Budget` sizes each sequence's next draft from how its last ones fared.
