@@ -46,8 +46,9 @@ ADAPTER_TURN = 8
 
 SPECULATIVE = ("off", "on", "auto")  # --speculative
 # under `auto`, drafts go only into steps with at most this many decoding sequences and no prompt
-# chunk: on the CPU a step is compute-bound, and each verified draft token costs as much as a
-# prompt token (bench/speculative.py; README "Speculative decoding")
+# chunk: llama.cpp cuts a batch over several KV streams into micro-batches with as many tokens of
+# each sequence, so one sequence's draft adds micro-batches the others do not share, and on the
+# CPU a step is compute-bound (bench/README.md, speculative.py)
 AUTO_MAX_DECODING = 1
 
 
