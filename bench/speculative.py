@@ -25,7 +25,7 @@ llama-server: its response's timings.draft_n / draft_n_accepted), medians over t
 the ratio to the best llama-server setting of that workload.
 
     python bench/speculative.py [--runs 3] [--threads 2] [--only rewrite,agent,chat]
-                                [--skip-llama-server] [--skip-toolserve]
+                                [--llama-spec none,ngram-mod,...] [--skip-llama-server] [--skip-toolserve]
 """
 
 from __future__ import annotations
@@ -143,6 +143,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--only", default="rewrite,agent,chat", help="workloads, comma-separated")
+    ap.add_argument("--llama-spec", default="none,ngram-mod,ngram-simple,ngram-map-k", help="llama-server settings: none or a --spec-type, comma-separated")
     ap.add_argument("--skip-llama-server", action="store_true")
     ap.add_argument("--skip-toolserve", action="store_true")
     args = ap.parse_args()
@@ -157,7 +158,7 @@ def main() -> None:
             setups.append((f"toolserve {mode}", True, cmd))
     if not args.skip_llama_server:
         binary = llama_server.binaries()["llama-server"]
-        for spec in ("", "ngram-mod", "ngram-simple", "ngram-map-k"):
+        for spec in ("" if t == "none" else t for t in args.llama_spec.split(",")):
             extra = ("--jinja", *(("--spec-type", spec) if spec else ()))
             setups.append((f"llama-server {spec}".strip(), False, ["PORT", str(binary), *extra]))
     table: dict[str, dict[str, dict[str, float]]] = {}
