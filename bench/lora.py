@@ -1,5 +1,5 @@
 """LoRA adapter turns: what two concurrent requests under different adapters cost against two under
-the same one, for several lengths of a turn (engine/llama_cpp.py ADAPTER_TURN).
+the same one, for several lengths of a turn (engine/scheduler.py ADAPTER_TURN).
 
 llama.cpp applies adapters to the whole context, so a decode step holds one adapter set's
 requests; sets with work take turns of ADAPTER_TURN steps, and each switch makes llama.cpp
@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 from tests.lora import make_lora  # noqa: E402
 
 import toolserve.engine.llama_cpp as engine_module  # noqa: E402
+import toolserve.engine.scheduler as scheduler_module  # noqa: E402
 from toolserve.engine.base import Lora  # noqa: E402
 from toolserve.modelfile import bundled_model  # noqa: E402
 from toolserve.types import SamplingParams  # noqa: E402
@@ -61,7 +62,7 @@ def main() -> None:
     results: dict[tuple[int, str], list[float]] = {}
     for _ in range(args.runs):
         for turn in turns:
-            engine_module.ADAPTER_TURN = turn
+            scheduler_module.ADAPTER_TURN = turn
             for name, sets in (("same adapter", (0, 0)), ("two adapters", (0, 1))):
                 results.setdefault((turn, name), []).append(asyncio.run(pair(sets)))
     engine.close()

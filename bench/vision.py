@@ -183,15 +183,15 @@ def encode_times(model: Path, mmproj: Path, threads: int, runs: int, seed: int) 
     engine = LlamaCppEngine(str(model), n_ctx=4096, n_threads=threads, mmproj=str(mmproj))
     # Also time the engine's image step itself (libmtmd encode + decoding the embeddings into
     # the context): no subtraction, so none of the text baseline's noise.
-    eval_image = engine._eval_image
+    read_image = engine._read_image
     direct: list[float] = []
 
-    def timed_eval_image(image: MediaSpan, prompt: list[int]) -> None:
+    def timed_read_image(job: Any) -> None:
         t0 = time.perf_counter()
-        eval_image(image, prompt)
+        read_image(job)
         direct.append(time.perf_counter() - t0)
 
-    engine._eval_image = timed_eval_image  # type: ignore[method-assign]
+    engine._read_image = timed_read_image  # type: ignore[method-assign]
     params = SamplingParams(max_tokens=1, temperature=0.0)
     head = engine.tokenize("<|im_start|>user\n")
     tail = engine.tokenize(f"{QUESTION}<|im_end|>\n<|im_start|>assistant\n")

@@ -91,6 +91,7 @@ def _model_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-type-k", default=env_default("cache_type_k", d.cache_type_k), choices=sorted(KV_TYPE_NAMES), help="KV cache type for K")
     p.add_argument("--cache-type-v", default=env_default("cache_type_v", d.cache_type_v), choices=sorted(KV_TYPE_NAMES), help="KV cache type for V (quantised types turn on flash attention)")
     p.add_argument("--flash-attn", default=env_default("flash_attn", d.flash_attn), choices=["auto", "on", "off"], help="flash attention (default: auto, llama.cpp's choice; a quantised V cache needs it on)")
+    p.add_argument("--speculative", default=env_default("speculative", d.speculative), choices=["auto", "on", "off"], help="speculative decoding from the prompt: draft tokens by n-gram lookup in each request's own context, verified in the same batch (default: auto, only where it pays: a step with one decoding request); a request's `speculative` field overrides it")
     _placement_flags(p, d)
     p.add_argument("--no-repack", action="store_true", default=env_default("no_repack", d.no_repack), help="never repack weights into llama.cpp's extra buffer types (default: repack unless a check on this host finds it faults)")
     p.add_argument("--embeddings", action="store_true", default=env_default("embeddings", d.embeddings), help="also serve POST /v1/embeddings from this model (a llama context of its own; beside an engine process, on the file loaded again in the server)")

@@ -46,6 +46,7 @@ class ModelConfig:
     mmproj: str | None = None  # multimodal projector GGUF; None: one named *mmproj*.gguf beside the model, if any
     no_repack: bool = False  # never let llama.cpp repack weights (else: as the host check says)
     flash_attn: str = "auto"  # on | off | auto (llama.cpp's choice: on where the backend has it)
+    speculative: str = "auto"  # on | off | auto: drafts from the context (engine/speculative.py), auto where it pays
     embeddings: bool = False  # also serve /v1/embeddings from this model (a second llama context on its weights)
     gpu_layers: str = "auto"  # layers on the GPU: a number, all, or auto (all that fit; 0 without a GPU backend)
     main_gpu: int = 0  # the GPU of the whole model with split_mode none
@@ -148,7 +149,7 @@ class ConfigError(ValueError):
 
 _LOCAL_KEYS = {
     "id", "model", "ctx_size", "threads", "parallel", "chat_template", "tool_format", "cache_ram",
-    "cache_type_k", "cache_type_v", "keep_alive", "preload", "mmproj", "no_repack", "flash_attn",
+    "cache_type_k", "cache_type_v", "keep_alive", "preload", "mmproj", "no_repack", "flash_attn", "speculative",
     "gpu_layers", "main_gpu", "split_mode", "tensor_split", "no_kv_offload", "lora", "lora_models",
     "engine_process", "engine_timeout", "embeddings",
 }
@@ -158,10 +159,11 @@ _UPSTREAM_KEYS = {
 }
 _TOP_KEYS = {"models", "memory_mb", "keep_alive", "default", "model_map"}
 _INHERITED = (
-    "ctx_size", "threads", "parallel", "cache_ram", "cache_type_k", "cache_type_v", "no_repack", "flash_attn",
+    "ctx_size", "threads", "parallel", "cache_ram", "cache_type_k", "cache_type_v", "no_repack", "flash_attn", "speculative",
     "gpu_layers", "main_gpu", "split_mode", "tensor_split", "no_kv_offload", "engine_process", "engine_timeout",
 )
 FLASH_ATTN = ("auto", "on", "off")
+SPECULATIVE = ("auto", "on", "off")
 SPLIT_MODES = ("none", "layer", "row")
 MAX_TENSOR_SPLIT = 16  # llama.cpp's LLAMA_MAX_DEVICES
 
@@ -239,9 +241,11 @@ def _local_entry(where: str, d: dict[str, Any], base: Path, defaults: ModelConfi
     # a path relative to the file, or a reference kept as written until the server resolves it
     path = None if isinstance(ref, Bundled) else ref.path if isinstance(ref, LocalFile) else canonical(ref)
     ints: dict[str, Any] = {k: int(_typed(where, k, d[k], (int,), "an integer")) for k in ("ctx_size", "threads", "parallel", "cache_ram") if k in d}
-    strs: dict[str, Any] = {k: str(_typed(where, k, d[k], (str,), "a string")) for k in ("chat_template", "tool_format", "cache_type_k", "cache_type_v", "mmproj", "flash_attn") if k in d}
+    strs: dict[str, Any] = {k: str(_typed(where, k, d[k], (str,), "a string")) for k in ("chat_template", "tool_format", "cache_type_k", "cache_type_v", "mmproj", "flash_attn", "speculative") if k in d}
     if strs.get("flash_attn", "auto") not in FLASH_ATTN:
         raise ConfigError(f"{where}.flash_attn: {strs['flash_attn']!r} is not one of {', '.join(FLASH_ATTN)}")
+    if strs.get("speculative", "auto") not in SPECULATIVE:
+        raise ConfigError(f"{where}.speculative: {strs['speculative']!r} is not one of {', '.join(SPECULATIVE)}")
     for k in ("cache_type_k", "cache_type_v"):
         if k in strs and strs[k] not in KV_TYPE_NAMES:
             raise ConfigError(f"{where}.{k}: {strs[k]!r} is not one of {', '.join(KV_TYPE_NAMES)}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -51,6 +51,10 @@ class TokenConstraint(Protocol):
 
     def accept(self, token: int) -> None: ...
 
+    def valid_prefix(self, tokens: Sequence[int]) -> int:
+        """How many of `tokens`, in order from here, the constraint would accept (state unchanged)."""
+        ...
+
     def done(self) -> bool:
         """True when the constrained text is complete and nothing may follow."""
         ...
@@ -72,6 +76,7 @@ class SamplingParams:
     logit_bias: dict[int, float] = field(default_factory=dict)
     logprobs: int | None = None  # None: off; N >= 0: chosen token plus N alternatives
     constraint: Callable[[], TokenConstraint] | None = None  # a fresh constraint per generation
+    speculative: bool | None = None  # draft from the context (engine/speculative.py); None: the server's --speculative
 
 
 @dataclass(frozen=True)

@@ -163,6 +163,7 @@ def sampling(req: _Sampling, *, max_tokens: int, n_vocab: int, logprobs: int | N
         seed=req.seed,
         logit_bias=_logit_bias(req.logit_bias, n_vocab),
         logprobs=logprobs,
+        speculative=req.speculative,
     )
 
 

@@ -20,6 +20,7 @@ async def forward(request: Request, model: Forwarding, path: str, req: ChatCompl
     convert.check_request_caps(req, model.limits)
     body = await request.json()
     body.pop("toolserve", None)  # toolserve's own options (api/schemas.ToolserveOptions) are not the upstream's
+    body.pop("speculative", None)  # nor is its speculative decoding switch
     ticket = model.admit()
     if not req.stream:
         try:

@@ -20,7 +20,7 @@ ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/
 
 
 class _EngineCollector(Collector):
-    """Per model: queue depth, activity and prompt-cache counters read from the engine when
+    """Per model: queue depth, activity, prompt-cache and speculative-decoding counters read from the engine when
     scraped, whether it is loaded (local) or its upstream is up."""
 
     def __init__(self, models: ModelRegistry):
@@ -37,6 +37,8 @@ class _EngineCollector(Collector):
             for name in ("hits", "misses", "restores", "evictions")
         }
         cache_bytes = GaugeMetricFamily("toolserve_prompt_cache_bytes", "Bytes of KV snapshots held", labels=label)
+        drafted = CounterMetricFamily("toolserve_speculative_drafted_tokens", "Draft tokens verified (speculative decoding)", labels=label)
+        accepted = CounterMetricFamily("toolserve_speculative_accepted_tokens", "Draft tokens the model agreed with", labels=label)
         for m in self.models.local:
             loaded.add_metric([m.id], 1 if m.state == "loaded" else 0)
             in_flight.add_metric([m.id], m.in_flight)
@@ -46,6 +48,8 @@ class _EngineCollector(Collector):
             stats = pipe.engine.stats
             queue.add_metric([m.id], max(0, stats.pending - stats.active))
             active.add_metric([m.id], stats.active)
+            drafted.add_metric([m.id], stats.drafted_tokens)
+            accepted.add_metric([m.id], stats.accepted_tokens)
             cache = getattr(pipe.engine, "cache", None)
             if cache is not None:
                 for name, family in cache_counters.items():
@@ -55,7 +59,7 @@ class _EngineCollector(Collector):
             if u.model_id is not None:
                 loaded.add_metric([u.model_id], 1 if u.status().get("loaded") else 0)
                 in_flight.add_metric([u.model_id], u.in_flight)
-        yield from (queue, active, loaded, in_flight, *cache_counters.values(), cache_bytes)
+        yield from (queue, active, loaded, in_flight, *cache_counters.values(), cache_bytes, drafted, accepted)
 
 
 class Metrics:

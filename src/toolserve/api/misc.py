@@ -130,6 +130,7 @@ def engine_stats(pipe: Pipeline) -> dict[str, Any]:
         "cached_tokens": stats.cached_tokens,
         "generated_tokens": stats.generated_tokens,
         "shared_decodes": stats.shared_decodes,
+        "speculative": {"drafted_tokens": stats.drafted_tokens, "accepted_tokens": stats.accepted_tokens},
         "prompt_cache": cache_stats(pipe.engine),
         "placement": placement(pipe),
         "engine": pipe.engine.health() if hasattr(pipe.engine, "health") else {"process": "server"},

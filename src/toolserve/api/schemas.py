@@ -179,6 +179,8 @@ class _Sampling(_Request):
     stream: bool = False
     stream_options: StreamOptions | None = None
     user: str | None = None
+    # toolserve's: speculative decoding from the prompt for this request (None: the server's --speculative)
+    speculative: StrictBool | None = None
 
 
 class ChatCompletionRequest(_Sampling):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,6 +73,13 @@ class GrammarConstraint:
             return
         self._seen += self._piece(token)
         self._watch()
+
+    def valid_prefix(self, tokens: Sequence[int]) -> int:
+        """How many of `tokens` the grammar accepts in order from here, without consuming them
+        (a speculative draft). Before a lazy grammar is armed nothing is restricted yet."""
+        if self._matcher is None:
+            return len(tokens)
+        return int(self._matcher.validate_tokens(list(tokens)))
 
     def _watch(self) -> None:
         """Look for a marker in what was seen; arm the grammar at the first one."""

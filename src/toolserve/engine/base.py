@@ -115,9 +115,11 @@ class EngineStats:
     generated_tokens: int = 0
     active: int = 0  # generations running now (at most the engine's `slots`)
     shared_decodes: int = 0  # decodes on fewer threads while other local engines were busy (engine/cores.py)
+    drafted_tokens: int = 0  # speculative decoding: draft tokens verified (engine/speculative.py)
+    accepted_tokens: int = 0  # ... and those the model agreed with
 
     # the counters an engine process sends with each step, which add up across its restarts
-    TOTALS = ("requests", "prompt_tokens", "cached_tokens", "generated_tokens", "shared_decodes")
+    TOTALS = ("requests", "prompt_tokens", "cached_tokens", "generated_tokens", "shared_decodes", "drafted_tokens", "accepted_tokens")
 
     @property
     def busy(self) -> bool:

@@ -148,6 +148,7 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
         repack=repack,
         parallel=n,
         flash_attn=None if cfg.flash_attn == "auto" else cfg.flash_attn == "on",
+        speculative=cfg.speculative,
         # set 0: the model's own id (--lora); then one set per --lora-model, its adapter alone
         adapters=[list(cfg.lora), *([m.lora] for m in cfg.lora_models)],
         gpu_layers=layers,

@@ -1,0 +1,109 @@
+"""Picks a job's next token from its row of the logits.
+
+A llama.cpp sampler chain does the picking (logit bias, penalties, top-k / top-p / min-p,
+temperature, a seeded dist; greedy at temperature 0), so nothing per token runs in Python but
+the optional grammar mask, applied to the row in place before the chain reads it, and the
+logprobs, read from the same row.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import llama_cpp
+import numpy as np
+from llama_cpp import _internals
+
+from toolserve.types import SamplingParams, TokenConstraint, TokenLogprob
+
+PENALTY_LAST_N = 64  # llama.cpp's default window for repetition/presence/frequency penalties
+
+
+def row_logits(ctx: Any, row: int, n_vocab: int) -> np.ndarray:
+    """A view of llama.cpp's logits for one batch row (-1: the last one computed)."""
+    raw = llama_cpp.llama_get_logits_ith(ctx, row)
+    return np.ctypeslib.as_array(raw, shape=(n_vocab,))
+
+
+def logprob(logits: np.ndarray, token: int, top_n: int) -> TokenLogprob:
+    """The log-probability of `token` under `logits`, with the `top_n` likeliest tokens."""
+    peak = float(logits.max())
+    lse = peak + float(np.log(np.exp(logits - peak).sum()))
+    top: tuple[tuple[int, float], ...] = ()
+    if top_n > 0:
+        idx = np.argpartition(-logits, top_n)[:top_n]
+        idx = idx[np.argsort(-logits[idx])]
+        top = tuple((int(i), float(logits[i]) - lse) for i in idx)
+    return TokenLogprob(token, float(logits[token]) - lse, top)
+
+
+def chain(params: SamplingParams, prompt: list[int], n_vocab: int) -> _internals.LlamaSampler:
+    """llama.cpp's sampler chain for `params`; penalties start from the prompt's last tokens."""
+    s = _internals.LlamaSampler()
+    if params.logit_bias:
+        s.add_logit_bias(n_vocab, params.logit_bias)
+    penalised = params.repetition_penalty != 1.0 or params.presence_penalty or params.frequency_penalty
+    if penalised:
+        s.add_penalties(n_vocab, PENALTY_LAST_N, params.repetition_penalty, params.frequency_penalty, params.presence_penalty)
+    if params.temperature <= 0.0:
+        s.add_greedy()
+    else:
+        if params.top_k > 0:
+            s.add_top_k(params.top_k)
+        if params.top_p < 1.0:
+            s.add_top_p(params.top_p, 1)
+        if params.min_p > 0.0:
+            s.add_min_p(params.min_p, 1)
+        s.add_temp(params.temperature)
+        s.add_dist(params.seed if params.seed is not None else random.getrandbits(32))
+    if penalised:
+        for tok in prompt[-PENALTY_LAST_N:]:  # penalties see the recent prompt, as in llama.cpp
+            if tok >= 0:  # not an image's stand-in
+                s.accept(tok)
+    return s
+
+
+class Sampler:
+    """One job's sampler chain and grammar constraint. Built before the job takes a sequence:
+    a grammar that does not compile fails here."""
+
+    def __init__(self, params: SamplingParams, prompt: list[int], n_vocab: int):
+        self._n_vocab = n_vocab
+        self._top_n = params.logprobs
+        self.constraint: TokenConstraint | None = params.constraint() if params.constraint is not None else None
+        self._chain = chain(params, prompt, n_vocab)
+
+    def pick(self, ctx: Any, row: int) -> tuple[int | None, TokenLogprob | None]:
+        """The next token from batch row `row` and its logprob (when asked for); None when the
+        grammar allows nothing at all (a dead end)."""
+        if self.constraint is not None and not self._mask(ctx, row):
+            return None, None
+        token = llama_cpp.llama_sampler_sample(self._chain.sampler, ctx, row)
+        lp = logprob(row_logits(ctx, row, self._n_vocab), token, self._top_n) if self._top_n is not None else None
+        return token, lp
+
+    def allowed(self, draft: list[int]) -> list[int]:
+        """The longest prefix of a draft that the grammar allows from here."""
+        if self.constraint is None or not draft:
+            return draft
+        return draft[: self.constraint.valid_prefix(draft)]
+
+    def accept(self, token: int) -> bool:
+        """Tell the grammar a token was emitted; True when the constrained text is complete."""
+        if self.constraint is None:
+            return False
+        self.constraint.accept(token)
+        return self.constraint.done()
+
+    def _mask(self, ctx: Any, row: int) -> bool:
+        """Forbid the tokens the constraint does not allow, in place in llama.cpp's logits."""
+        assert self.constraint is not None
+        forbidden = self.constraint.forbidden()
+        if forbidden is None:
+            return True
+        row_logits(ctx, row, self._n_vocab)[forbidden] = -np.inf
+        return not bool(forbidden.all())
+
+    def close(self) -> None:
+        self._chain.close()
