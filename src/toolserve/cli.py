@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
-import dataclasses
 import logging
 import os
 import socket
@@ -35,14 +33,10 @@ from toolserve.config import (
 )
 from toolserve.errors import ToolserveError
 from toolserve.serving.media import ImagePolicy
-from toolserve.serving.pipeline import SAMPLING_DEFAULTS, Finish, Limits, Pipeline
-from toolserve.types import Message, SamplingParams
+from toolserve.serving.pipeline import SAMPLING_DEFAULTS, Limits
 
 if TYPE_CHECKING:
-    from toolserve.models.resolve import Resolved
-    from toolserve.serving.embeddings import EmbeddingModel
     from toolserve.serving.registry import ModelRegistry, UpstreamModel
-    from toolserve.serving.rerank import RerankModel
 
 
 # request caps: Limits fields, each a `serve` flag of the same name
@@ -249,6 +243,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     from toolserve.models.resolve import resolve
     from toolserve.serving.rerank import check_reranker
+    from toolserve.side_models import embedding_models, rerank_models
 
     # a wrong path or reference fails (and a reference is fetched) before the chat model loads
     embedding = [resolve(spec, offline=args.offline, token=args.hf_token) for spec in args.embedding_model]
@@ -256,8 +251,8 @@ def _serve(args: argparse.Namespace) -> int:
     for got in ranking:
         check_reranker(str(got.path))
     registry = _models(args, limits)
-    embedders = _embedding_models(args, embedding, registry.ids())
-    rerankers = _rerank_models(args, ranking, [*registry.ids(), *(m.id for m in embedders)])
+    embedders = embedding_models(args, embedding, registry.ids())
+    rerankers = rerank_models(args, ranking, [*registry.ids(), *(m.id for m in embedders)])
     origins = [o.strip() for o in (args.cors_origins or "").split(",") if o.strip()]
     guard = GuardSettings(
         api_key=args.api_key or None,
@@ -293,67 +288,6 @@ def _serve(args: argparse.Namespace) -> int:
         for e in [*(m.embedder for m in embedders), *(m.embedder for m in rerankers)]:
             e.close()
     return 0
-
-
-def _repack(args: argparse.Namespace, first: str) -> bool:
-    """Whether an embedding or rerank model may repack weights: the host check on the bundled
-    model, as for generation models (serving/loader.py), else on `first`."""
-    from toolserve.engine.repack import decide_repack
-    from toolserve.errors import ModelLoadError
-    from toolserve.modelfile import bundled_model, check_gguf
-
-    try:
-        probe = str(bundled_model())
-    except ModelLoadError:
-        probe = str(check_gguf(first))
-    return decide_repack(args.no_repack, probe)
-
-
-def _rerank_models(args: argparse.Namespace, files: list[Resolved], taken: list[str]) -> list[RerankModel]:
-    """--rerank-model PATH or reference: each loaded now with llama.cpp's rank pooling, its id
-    the file's stem (or the reference's short name)."""
-    import llama_cpp
-
-    from toolserve.engine.embed import Embedder
-    from toolserve.models.refs import model_stem
-    from toolserve.serving.loader import cpu_shares
-    from toolserve.serving.rerank import RerankModel
-
-    out: list[RerankModel] = []
-    repack = _repack(args, str(files[0].path)) if files else True
-    for spec, got in zip(args.rerank_model, files, strict=True):
-        file = got.path
-        model_id = got.origin.name if got.origin else model_stem(file.name)
-        if model_id in taken or any(m.id == model_id for m in out):
-            raise ToolserveError(f"--rerank-model {spec}: the id '{model_id}' is already served; rename the file")
-        embedder = Embedder.load(
-            str(file), n_ctx=args.ctx_size, n_threads=args.threads, repack=repack,
-            core_shares=cpu_shares(), pooling=llama_cpp.LLAMA_POOLING_TYPE_RANK,
-        )
-        out.append(RerankModel(model_id, embedder))
-    return out
-
-
-def _embedding_models(args: argparse.Namespace, files: list[Resolved], taken: list[str]) -> list[EmbeddingModel]:
-    """--embedding-model PATH or reference: each loaded now, its id the file's stem (or the
-    reference's short name)."""
-    from toolserve.engine.embed import Embedder
-    from toolserve.models.refs import model_stem
-    from toolserve.serving.embeddings import EmbeddingModel
-    from toolserve.serving.loader import cpu_shares
-
-    out: list[EmbeddingModel] = []
-    if not files:
-        return out
-    repack = _repack(args, str(files[0].path))
-    for spec, got in zip(args.embedding_model, files, strict=True):
-        file = got.path
-        model_id = got.origin.name if got.origin else model_stem(file.name)
-        if model_id in taken or any(m.id == model_id for m in out):
-            raise ToolserveError(f"--embedding-model {spec}: the id '{model_id}' is already served; rename the file")
-        embedder = Embedder.load(str(file), n_ctx=args.ctx_size, n_threads=args.threads, repack=repack, core_shares=cpu_shares())
-        out.append(EmbeddingModel(model_id, embedder))
-    return out
 
 
 def _upstream_model(cfg: UpstreamConfig, alias: str | None, limits: Limits) -> UpstreamModel:
@@ -429,73 +363,16 @@ def _resolved(args: argparse.Namespace) -> ModelConfig:
     return resolve_config(_model_config(args), offline=args.offline, token=args.hf_token)
 
 
-async def _answer(pipe: Pipeline, history: list[Message], params: SamplingParams, out: object) -> str:
-    prompt = pipe.tokenize_prompt(pipe.render_chat(history))
-    params = pipe.fit(prompt, params, param="messages")
-    text = []
-    async for item in pipe.generate(prompt, params):
-        if isinstance(item, Finish):
-            break
-        text.append(item.text)
-        out.write(item.text)  # type: ignore[attr-defined]
-        out.flush()  # type: ignore[attr-defined]
-    out.write("\n")  # type: ignore[attr-defined]
-    return "".join(text)
-
-
-def _one_at_a_time(cfg: ModelConfig) -> ModelConfig:
-    """run and chat answer one prompt at a time: one sequence, unless --parallel says otherwise;
-    the engine runs in the command's own process."""
-    return dataclasses.replace(cfg, parallel=cfg.parallel or 1, engine_process=False)
-
-
 def _run(args: argparse.Namespace) -> int:
-    from toolserve.serving.loader import load_pipeline
+    from toolserve.prompt_cli import run
 
-    pipe = load_pipeline(_one_at_a_time(_resolved(args)))
-    history = [Message("system", args.system)] if args.system else []
-    history.append(Message("user", args.prompt))
-    params = SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, seed=args.seed)
-    try:
-        asyncio.run(_answer(pipe, history, params, sys.stdout))
-    finally:
-        pipe.engine.close()
-    return 0
+    return run(args, _resolved(args))
 
 
 def _chat(args: argparse.Namespace) -> int:
-    from toolserve.serving.conversation import fill_sampling
-    from toolserve.serving.loader import load_pipeline
+    from toolserve.prompt_cli import chat
 
-    pipe = load_pipeline(_one_at_a_time(_resolved(args)))
-    history = [Message("system", args.system)] if args.system else []
-    params = SamplingParams(max_tokens=args.max_tokens)  # the model's own sampling, but for --temperature
-    sent = frozenset() if args.temperature is None else frozenset({"temperature"})
-    params = fill_sampling(dataclasses.replace(params, temperature=1.0 if args.temperature is None else args.temperature), pipe.sampling_fill(), sent)
-    print(f"toolserve chat with {pipe.model_id}. Empty line or Ctrl-D to quit.", file=sys.stderr)
-
-    async def loop() -> None:
-        while True:
-            try:
-                line = await asyncio.to_thread(input, "> ")
-            except EOFError:
-                return
-            if not line.strip():
-                return
-            history.append(Message("user", line))
-            try:
-                reply = await _answer(pipe, history, params, sys.stdout)
-            except ToolserveError as exc:
-                print(f"error: {exc.message}", file=sys.stderr)
-                history.pop()
-                continue
-            history.append(Message("assistant", reply))
-
-    try:
-        asyncio.run(loop())
-    finally:
-        pipe.engine.close()
-    return 0
+    return chat(args, _resolved(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
