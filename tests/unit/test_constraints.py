@@ -145,7 +145,10 @@ def check_calls(fmt_id: str, tools: list[ToolSpec], text: str) -> list[ToolCall]
 def test_constraints_compile_for_every_family(fmt_id: str, parallel: bool) -> None:
     tools = [ToolSpec("get_weather", "w", {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
                                            "required": ["city"]}),
-             ToolSpec("ping", "p", {"type": "object", "properties": {}})]
+             ToolSpec("ping", "p", {"type": "object", "properties": {}}),
+             # a $ref to the tool's own $defs: it must resolve wherever the family nests the schema
+             ToolSpec("convert", "c", {"type": "object", "properties": {"unit": {"$ref": "#/$defs/unit"}}, "required": ["unit"],
+                                       "$defs": {"unit": {"type": "string", "enum": ["C", "F"]}}})]
     fmt = FORMATS[fmt_id]
     grammars = [constraint.required(fmt, tools, parallel, thinking_open=False).grammar,
                 constraint.lazy(fmt, tools, parallel).grammar]

@@ -69,7 +69,9 @@ class JsonCallsBody:
         per block), "list" (a JSON list) or "joined" (objects joined by `joiner`: Llama 3's `;`)."""
         schema = call_object_schema(tools, args_keys[0], name_keys[0], id_key or (id_keys[0] if id_keys else None), id_schema)
         if layout == "list":
-            return Written(json_value(w, {"type": "array", "items": schema, "minItems": 1, **({} if many else {"maxItems": 1})}), True)
+            defs = schema.pop("$defs", None)  # `#/$defs/...` refs resolve from the document's root
+            listed = {"type": "array", "items": schema, "minItems": 1, **({} if many else {"maxItems": 1})}
+            return Written(json_value(w, {**listed, "$defs": defs} if defs else listed), True)
         one = json_value(w, schema)
         if layout == "joined" and many:
             return Written(f"{one} ({w.mark(joiner)} {one})*", True)
