@@ -28,15 +28,19 @@ class EmbeddingModel:
     created: int = field(default_factory=lambda: int(time.time()))
 
     def card(self) -> dict[str, object]:
-        e = self.embedder
-        return {
-            "id": self.id,
-            "object": "model",
-            "created": self.created,
-            "owned_by": "toolserve",
-            "max_model_len": e.n_ctx,
-            "toolserve": {"backend": "local", "kind": "embedding", **describe(e)},
-        }
+        return side_card(self.id, self.created, self.embedder, "embedding", describe(self.embedder))
+
+
+def side_card(model_id: str, created: int, e: Embedder, kind: str, facts: dict[str, object]) -> dict[str, object]:
+    """The /v1/models card of a model served beside the chat models (embeddings, rerank)."""
+    return {
+        "id": model_id,
+        "object": "model",
+        "created": created,
+        "owned_by": "toolserve",
+        "max_model_len": e.n_ctx,
+        "toolserve": {"backend": "local", "kind": kind, **facts},
+    }
 
 
 def describe(e: Embedder) -> dict[str, object]:

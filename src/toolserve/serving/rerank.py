@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from toolserve.engine.embed import Embedder
 from toolserve.errors import InvalidRequest, ModelLoadError
 from toolserve.modelfile import gguf_tensor_bytes
+from toolserve.serving.embeddings import side_card
 
 MAX_DOCUMENTS = 1000  # Cohere's limit on documents per request
 MAX_TOKENS = 300_000  # all the pairs of a request together, as for embeddings
@@ -35,11 +36,8 @@ class RerankModel:
 
     def card(self) -> dict[str, object]:
         e = self.embedder
-        return {
-            "id": self.id, "object": "model", "created": self.created, "owned_by": "toolserve", "max_model_len": e.n_ctx,
-            "toolserve": {"backend": "local", "kind": "rerank", "path": e.path, "n_ctx": e.n_ctx, "architecture": e.architecture,
-                          "prompt_template": e.rerank_template is not None},
-        }  # fmt: skip
+        facts = {"path": e.path, "n_ctx": e.n_ctx, "architecture": e.architecture, "prompt_template": e.rerank_template is not None}
+        return side_card(self.id, self.created, e, "rerank", facts)
 
 
 def check_reranker(path: str) -> None:
