@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -125,7 +126,10 @@ def test_claude_code_completes_a_turn(srv: Server, tmp_path: Path) -> None:
     assert done.stdout.strip(), done.stderr[-3000:]
 
 
-def test_agents_sdk_runs_an_agent_with_a_function_tool(srv: Server) -> None:
+def run_weather_agent(srv: Server, settings: dict[str, Any], streamed: bool = False) -> tuple[list[str], str]:
+    """The Agents SDK on its default Responses model with one function tool whose answer is the
+    agent's answer (`stop_on_first_tool`: SmolLM2 would ramble on after it). Returns the cities
+    the tool was asked for and the final output."""
     from agents import Agent, ModelSettings, Runner, function_tool, set_default_openai_client, set_tracing_disabled
     from openai import AsyncOpenAI
 
@@ -140,14 +144,20 @@ def test_agents_sdk_runs_an_agent_with_a_function_tool(srv: Server) -> None:
     async def main() -> str:
         set_default_openai_client(AsyncOpenAI(base_url=f"{srv.url}/v1", api_key="unused", max_retries=0), use_for_tracing=False)
         set_tracing_disabled(True)
-        # the tool's answer is the agent's answer: SmolLM2 would ramble on after it
         agent = Agent(name="Weather", instructions="Answer weather questions with the tool.", model=MODEL,
-                      tools=[get_weather], tool_use_behavior="stop_on_first_tool",
-                      model_settings=ModelSettings(tool_choice="required", parallel_tool_calls=False, temperature=0, max_tokens=64))
-        result = await Runner.run(agent, "What's the weather in Paris?", max_turns=4)
-        return str(result.final_output)
+                      tools=[get_weather], tool_use_behavior="stop_on_first_tool", model_settings=ModelSettings(**settings))
+        if not streamed:
+            return str((await Runner.run(agent, "What's the weather in Paris?", max_turns=4)).final_output)
+        run = Runner.run_streamed(agent, "What's the weather in Paris?", max_turns=4)
+        async for _ in run.stream_events():
+            pass
+        return str(run.final_output)
 
-    final = asyncio.run(main())
+    return asked, asyncio.run(main())
+
+
+def test_agents_sdk_runs_an_agent_with_a_function_tool(srv: Server) -> None:
+    asked, final = run_weather_agent(srv, {"tool_choice": "required", "parallel_tool_calls": False, "temperature": 0, "max_tokens": 64})
     assert len(asked) == 1 and asked[0]  # the SDK ran our tool with the model's arguments
     assert final == f"It is sunny in {asked[0]}."
 
@@ -157,31 +167,7 @@ def test_agents_sdk_required_tool_as_a_new_user_runs_it_once(srv: Server, stream
     """Issue 32: tool_choice required with parallel calls allowed (the SDK's default) made the
     model write the same call again until max_tokens; the run ended `incomplete` with `<tool` as
     text and the SDK raised. A repeated call now ends the answer, and no cut marker is text."""
-    from agents import Agent, ModelSettings, Runner, function_tool, set_default_openai_client, set_tracing_disabled
-    from openai import AsyncOpenAI
-
-    asked: list[str] = []
-
-    @function_tool
-    def get_weather(city: str) -> str:
-        """Current weather for a city."""
-        asked.append(city)
-        return f"It is sunny in {city}."
-
-    async def main() -> str:
-        set_default_openai_client(AsyncOpenAI(base_url=f"{srv.url}/v1", api_key="unused", max_retries=0), use_for_tracing=False)
-        set_tracing_disabled(True)
-        agent = Agent(name="Weather", instructions="Answer weather questions with the tool.", model=MODEL,
-                      tools=[get_weather], tool_use_behavior="stop_on_first_tool",
-                      model_settings=ModelSettings(tool_choice="required", max_tokens=64))
-        if not streamed:
-            return str((await Runner.run(agent, "What's the weather in Paris?", max_turns=4)).final_output)
-        run = Runner.run_streamed(agent, "What's the weather in Paris?", max_turns=4)
-        async for _ in run.stream_events():
-            pass
-        return str(run.final_output)
-
-    final = asyncio.run(main())
+    asked, final = run_weather_agent(srv, {"tool_choice": "required", "max_tokens": 64}, streamed)
     assert asked and final == f"It is sunny in {asked[0]}."
 
 
