@@ -46,7 +46,7 @@ class ModelConfig:
     mmproj: str | None = None  # multimodal projector GGUF; None: one named *mmproj*.gguf beside the model, if any
     no_repack: bool = False  # never let llama.cpp repack weights (else: as the host check says)
     flash_attn: str = "auto"  # on | off | auto (llama.cpp's choice: on where the backend has it)
-    speculative: str = "auto"  # on | off | auto: drafts from the context (engine/speculative.py), auto where it pays
+    speculative: str = "auto"  # on | off | auto | history: drafts from the context (engine/speculative.py), auto where it pays, history also from earlier answers
     embeddings: bool = False  # also serve /v1/embeddings from this model (a second llama context on its weights)
     gpu_layers: str = "auto"  # layers on the GPU: a number, all, or auto (all that fit; 0 without a GPU backend)
     main_gpu: int = 0  # the GPU of the whole model with split_mode none
@@ -163,7 +163,7 @@ _INHERITED = (
     "gpu_layers", "main_gpu", "split_mode", "tensor_split", "no_kv_offload", "engine_process", "engine_timeout",
 )
 FLASH_ATTN = ("auto", "on", "off")
-SPECULATIVE = ("auto", "on", "off")
+SPECULATIVE = ("auto", "on", "off", "history")
 SPLIT_MODES = ("none", "layer", "row")
 MAX_TENSOR_SPLIT = 16  # llama.cpp's LLAMA_MAX_DEVICES
 

@@ -40,10 +40,13 @@ def cached(resp: dict) -> int:
 
 
 def reuse(http: httpx.Client, earlier: list[int], prompt: list[int]) -> int:
-    """What a prompt may reuse of an earlier one read whole before it: the last chunk end within
+    """What a prompt may reuse of an earlier one read whole before it in the same sequence: all
+    of it when it is the same prompt (its last logits were kept), else the last chunk end within
     their common prefix (not the last token) before which the two reads cut alike, as
     engine/slots.py cuts prompts (its unit tests show that this is exact)."""
     assert http.get("/health").json()["toolserve"]["prompt_cache"]["chunk_tokens"] == PREFILL_CHUNK
+    if list(earlier) == list(prompt):
+        return len(prompt)
     vocab = Vocab(str(bundled_model()))
     try:
         turns = vocab.turns()
@@ -72,7 +75,7 @@ def test_same_prompt_twice(chttp: httpx.Client) -> None:
     second = chat(chttp, msgs)
     n = second["usage"]["prompt_tokens"]
     tokens = n_tokens(chttp, msgs)
-    assert cached(second) == reuse(chttp, tokens, tokens) > n - 30  # all but the last turn (the user's, and the answer's opening)
+    assert cached(second) == reuse(chttp, tokens, tokens) == n  # nothing is read again
 
 
 def test_answer_cut_early_still_reports_its_cached_tokens(chttp: httpx.Client) -> None:
@@ -146,6 +149,49 @@ def test_hit_gives_the_same_output_as_no_cache(chttp: httpx.Client, sampling: di
             miss = chat(ohttp, msgs, max_tokens=40, **sampling)
             assert cached(miss) == 0
             assert hit["choices"][0]["message"]["content"] == miss["choices"][0]["message"]["content"]
+    finally:
+        off.stop()
+
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    },
+}
+AGAIN = [
+    {"temperature": 0, "logprobs": True, "top_logprobs": 3},
+    {"temperature": 0.9, "seed": 42, "presence_penalty": 0.5, "repetition_penalty": 1.2, "logprobs": True},
+    {"temperature": 0.7, "seed": 3, "tools": [WEATHER], "tool_choice": "required"},
+]
+
+
+@pytest.mark.parametrize("sampling", AGAIN, ids=["greedy", "seeded", "constrained"])
+def test_the_same_prompt_again_answers_as_a_fresh_read(chttp: httpx.Client, sampling: dict) -> None:
+    """A prompt sent again right after itself reads nothing: its first token comes from the
+    logits its first read kept, through the same sampler chain, grammar mask and logprobs; the
+    answer, logprobs included, is the one a server without a cache gives."""
+    off = Server(["--ctx-size", str(CTX_SIZE), "--cache-ram", "0", "--parallel", "1"])
+    try:
+        with httpx.Client(base_url=off.url, timeout=120) as ohttp:
+            msgs = conversation("masts", 1)
+            msgs[-1]["content"] += " And what is the weather in Oslo?"
+            first = chat(chttp, msgs, max_tokens=24, **sampling)
+            again = chat(chttp, msgs, max_tokens=24, **sampling)
+            assert cached(again) == again["usage"]["prompt_tokens"] == first["usage"]["prompt_tokens"]
+            miss = chat(ohttp, msgs, max_tokens=24, **sampling)
+            assert cached(miss) == 0
+            for answer in (first, again):
+                got, want = answer["choices"][0], miss["choices"][0]
+                assert got["message"].get("content") == want["message"].get("content")
+                calls = [c["function"] for c in got["message"].get("tool_calls") or []]
+                assert calls == [c["function"] for c in want["message"].get("tool_calls") or []]
+                assert got.get("logprobs") == want.get("logprobs")
+            if "tools" in sampling:
+                assert [c["function"]["name"] for c in again["choices"][0]["message"]["tool_calls"]] == ["get_weather"]
+            else:
+                assert again["choices"][0]["logprobs"]["content"]
     finally:
         off.stop()
 

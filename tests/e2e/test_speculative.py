@@ -109,3 +109,43 @@ def test_a_constrained_answer_stays_valid(srv: Server) -> None:
         value = json.loads(answer["choices"][0]["message"]["content"])
         assert set(value) == {"name", "args", "returns"} and all(isinstance(a, str) for a in value["args"])
     assert counters(srv)[0] > before[0]
+
+
+STORY = [{"role": "user", "content": "Write a short story about a lighthouse keeper who finds a lost umbrella."}]
+
+
+def test_without_history_an_answer_given_before_is_not_drafted_from(srv: Server) -> None:
+    """Under `on` a request drafts from its own context only, so asking the same again drafts
+    the same: the batches, hence the answer, repeat."""
+    body: dict[str, Any] = {"messages": STORY, "temperature": 0, "max_tokens": 64, "speculative": True}
+    start = counters(srv)
+    first = chat(srv, **body)
+    middle = counters(srv)
+    again = chat(srv, **body)
+    end = counters(srv)
+    assert [m - s for m, s in zip(middle, start, strict=True)] == [e - m for e, m in zip(end, middle, strict=True)]
+    assert first["choices"][0]["message"]["content"] == again["choices"][0]["message"]["content"]
+
+
+def test_under_history_an_answer_given_before_is_drafted_from() -> None:
+    """A story copies little from its prompt; asked for again under `--speculative history`, it
+    drafts from the answer given the first time (a long draft at once: the prompt's end agrees
+    with what led to that answer), and what comes out is still greedy. How much of the draft
+    holds is not asserted: verified in other batches than the first answer, the second can part
+    from it at a near-tie (llama.cpp's rounding), even early."""
+    server = Server(["--ctx-size", "2048", "--parallel", "1", "--speculative", "history"])
+    try:
+        body: dict[str, Any] = {"messages": STORY, "temperature": 0, "max_tokens": 96, "logprobs": True, "top_logprobs": 2}
+        start = counters(server)
+        chat(server, **body)
+        middle = counters(server)
+        again = tokens(chat(server, **body))
+        end = counters(server)
+        first_drafted, again_drafted = middle[0] - start[0], end[0] - middle[0]
+        assert again_drafted >= first_drafted + 32, (start, middle, end)  # at least one long draft from the history
+        for t in again:
+            assert t["logprob"] >= max(alt["logprob"] for alt in t["top_logprobs"]) - 1e-6, t
+        assert chat(server, **body, speculative=False)["choices"][0]["message"]["content"]  # a request may still say no
+        assert counters(server) == end
+    finally:
+        server.stop()

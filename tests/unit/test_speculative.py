@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolserve.engine.speculative import DRAFT_MAX, DRAFT_MIN, Budget, Drafter
+from toolserve.engine.speculative import DRAFT_MAX, DRAFT_MIN, HISTORY_LEAD, SURE_MATCH, Budget, Drafter, History
 
 CASES = [
     # (context, limit, draft)
@@ -91,3 +91,104 @@ def test_a_repeated_text_drafts_its_own_continuation(text: list[int], limit: int
     for said in range(4, len(text)):
         draft = Drafter(text + text[:said]).draft(limit)
         assert draft == (text * (2 + limit // len(text)))[said : said + limit]
+
+
+# -- the history of earlier answers -----------------------------------------------------------
+
+ANSWER = [40, 41, 42, 43, 44, 45, 46, 47, 48, 49]
+
+
+def test_a_request_asked_again_drafts_its_earlier_answer() -> None:
+    history = History()
+    prompt = [1, 2, 3, 4, 5, 6]
+    first = Drafter(prompt, history=history)
+    first.extend(ANSWER)
+    history.add(first.answer(len(prompt)))
+    again = Drafter(prompt, history=history)
+    assert again.draft(4) == ANSWER[:4]  # the prompt's end agrees with what led to that answer
+    assert again.draft(50) == ANSWER  # and no further than that answer went
+    assert Drafter(prompt).draft(4) == []  # without the history there is nothing to go on
+
+
+def test_the_history_keeps_an_answer_with_the_end_of_its_prompt() -> None:
+    prompt = list(range(100, 100 + HISTORY_LEAD + 10))
+    d = Drafter(prompt)
+    assert d.answer(len(prompt)) == []  # nothing answered: nothing kept
+    d.extend([7, 8])
+    assert d.answer(len(prompt)) == [*prompt[-HISTORY_LEAD:], 7, 8]
+
+
+def test_history_or_context_the_longer_agreement_wins() -> None:
+    history = History()
+    history.add([9, 9, 1, 2, 3, 4, 70, 71])  # agrees with the context's end on 4 tokens
+    context = [5, 6, 7, 1, 2, 3, 4, 80, 81, 0, 5, 6, 7, 1, 2, 3, 4]  # its own earlier occurrence: 7
+    assert Drafter(context, history=history).draft(2) == [80, 81]
+    history.add([0, 5, 6, 7, 1, 2, 3, 4, 90, 91])  # now the history agrees as far (8 > 7)
+    assert Drafter(context, history=history).draft(2) == [90, 91]
+
+
+def test_on_equal_agreement_the_history_unless_its_draft_is_shorter() -> None:
+    history = History()
+    history.add([5, 6, 1, 2, 3, 4, 60, 61, 62])
+    context = [7, 6, 1, 2, 3, 4, 50, 51, 52, 53, 8, 6, 1, 2, 3, 4]  # both agree on 5 tokens
+    assert Drafter(context, history=history).draft(3) == [60, 61, 62]  # an earlier answer
+    assert Drafter(context, history=history).draft(4) == [50, 51, 52, 53]  # the history's ends at 3
+
+
+def test_a_draft_never_crosses_from_one_remembered_text_into_the_next() -> None:
+    history = History()
+    history.add([1, 2, 3, 4, 5])
+    history.add([6, 7, 8])
+    assert Drafter([0, 1, 2, 3, 4], history=history).draft(10) == [5]
+
+
+def test_a_full_history_forgets_its_oldest_half() -> None:
+    history = History(limit=40)
+    for i in range(10):
+        history.add([i] * 6 + [100 + i])
+    kept = history.index.tokens
+    assert len(kept) <= 40
+    assert 109 in kept and 100 not in kept
+    assert Drafter([9] * 6, history=history).draft(1) == [109]  # the newest text is there
+    assert Drafter([1, 2, 3, 8, 8, 8, 8], history=history).draft(10)[-1] == 108
+    history.add(list(range(1000, 1100)))  # longer than the whole history: its end is kept
+    assert history.index.tokens[-20:] == list(range(1080, 1100)) and len(history.index.tokens) <= 40
+
+
+@settings(max_examples=300, deadline=None)
+@given(tokens, st.lists(tokens, max_size=4), st.integers(0, 40))
+def test_a_draft_with_a_history_continues_an_earlier_occurrence(context: list[int], texts: list[list[int]], limit: int) -> None:
+    """Whatever the context and the history, a draft is what followed an occurrence, in the
+    context (read on into the draft) or in one remembered text, whose last MATCH_MIN tokens
+    equal the context's last ones."""
+    history = History()
+    for text in texts:
+        history.add(text)
+    d = Drafter(context, history=history)
+    draft = d.draft(limit)
+    assert len(draft) <= limit
+    if draft:
+        n, m, ext = len(context), d.match_min, context + draft
+        own = [s for s in range(m, n) if context[s - m : s] == context[n - m :] and ext[s : s + len(draft)] == draft]
+        past = [s for t in texts for s in range(m, len(t)) if t[s - m : s] == context[n - m :] and t[s : s + len(draft)] == draft]
+        assert own or past, (context, texts, draft)
+
+
+def test_an_earlier_answer_agreeing_far_is_drafted_as_far_as_sure_allows() -> None:
+    history = History()
+    lead = list(range(100, 100 + SURE_MATCH))
+    history.add([*lead, *ANSWER])
+    assert Drafter(lead, history=history).draft(2, sure=6) == ANSWER[:6]  # agrees on SURE_MATCH tokens
+    assert Drafter(lead[1:], history=history).draft(2, sure=6) == ANSWER[:2]  # one short: the budget's limit
+    own = Drafter([*lead, 7, *lead])  # the context's own source agrees as far, without a history
+    assert own.draft(2, sure=6) == [7, *lead[:1]]
+
+
+def test_among_sources_agreeing_as_far_the_latest_with_room_for_the_draft() -> None:
+    """A repeating answer: every period agrees as far, and the one nearest the end of that text
+    leaves no room; of those with room for the whole draft, the latest."""
+    history = History()
+    history.add([1, 2, 3, 4, 5, 1, 2, 3, 4, 6, 1, 2, 3, 4, 7, 1, 2, 3, 4])
+    assert Drafter([9, 1, 2, 3, 4], history=history).draft(2) == [7, 1]
+    assert Drafter([9, 1, 2, 3, 4], history=history).draft(5) == [7, 1, 2, 3, 4]
+    assert Drafter([9, 1, 2, 3, 4], history=history).draft(6) == [6, 1, 2, 3, 4, 7]

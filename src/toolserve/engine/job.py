@@ -42,6 +42,7 @@ class Job:
         self.token = -1  # the sampled token to decode at the next step, once the prompt is read
         self.stop = 0  # end of the prompt chunk in this step's batch
         self.row = -1  # this step's (first) logits row
+        self.kept: Any = None  # its prompt's last logits, kept from an earlier read of the same prompt
         # speculative decoding (engine/speculative.py): set at its start when it drafts
         self.speculative = "off"  # on | auto (only in a step with few decoding sequences) | off
         self.drafter: Drafter | None = None  # the index of its context, prompt and output

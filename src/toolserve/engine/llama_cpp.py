@@ -40,7 +40,7 @@ from toolserve.engine.memory import Memory
 from toolserve.engine.projector import Projector
 from toolserve.engine.prompt_cache import PromptCache
 from toolserve.engine.runner import Runner
-from toolserve.engine.sampler import Sampler
+from toolserve.engine.sampler import Sampler, row_logits
 from toolserve.engine.scheduler import SPECULATIVE, Scheduler, Step
 from toolserve.engine.slots import PREFILL_CHUNK, SeqState, boundary
 from toolserve.engine.vocab import VocabView
@@ -83,8 +83,9 @@ class LlamaCppEngine:
         """`adapters`: the LoRA adapter sets requests may run under, by index (`submit`'s
         `adapter`); set 0 is the default (empty: the base weights). `core_shares`: the
         server's directory when its busy engines share the cores (engine/cores.py); unused when
-        all of the model's layers are on a GPU. `speculative`: off, on or auto, drafting from
-        each request's context (engine/speculative.py); a request's `speculative` overrides it."""
+        all of the model's layers are on a GPU. `speculative`: off, on, auto or history, drafting
+        from each request's context (history: and earlier answers; engine/speculative.py); a
+        request's `speculative` overrides it."""
         if speculative not in SPECULATIVE:
             raise ModelLoadError(f"speculative must be one of {', '.join(SPECULATIVE)}, not {speculative!r}")
         threads = cores.threads(n_threads)
@@ -232,6 +233,9 @@ class LlamaCppEngine:
                 break
             try:
                 scheduler.admit()
+                for job in scheduler.take_resumed():
+                    self._sample(job, -1, job.kept)
+                    job.kept = None
                 if scheduler.running:
                     self.step()
             except Exception as exc:  # a failed decode must not kill the worker
@@ -265,6 +269,8 @@ class LlamaCppEngine:
             job.at, job.n_past = job.stop, job.n_past + job.stop - job.at
             job.seq.usable = boundary(job.at, job.cuts)
             if not job.reading:
+                if self.cache is not None and not job.media:  # kept for the same prompt sent again
+                    job.seq.whole, job.seq.logits = job.at, row_logits(self._ctx, job.row, self._n_vocab).copy()
                 self._sample(job, job.row)
 
     def _verify(self, job: Job) -> None:
@@ -309,13 +315,13 @@ class LlamaCppEngine:
         if last:
             self._sample(job, -1)  # its logits are the last decode's
 
-    def _sample(self, job: Job, row: int) -> int | None:
-        """Pick the job's next token from its row of the logits and hand it over; the token, or
-        None when the job ended."""
+    def _sample(self, job: Job, row: int, kept: Any = None) -> int | None:
+        """Pick the job's next token from its row of the logits (or from `kept` logits) and hand
+        it over; the token, or None when the job ended."""
         assert job.sampler is not None
         end = self._scheduler.end
         try:
-            token, lp = job.sampler.pick(self._ctx, row)
+            token, lp = job.sampler.pick(self._ctx, row, kept)
         except Exception as exc:
             log_failure(log, "sampling failed", exc)
             end(job, error=EngineFailure(f"sampling failed: {type(exc).__name__}"))

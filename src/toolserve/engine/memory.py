@@ -35,6 +35,7 @@ class Memory:
     def clear(self, seq: SeqState) -> None:
         llama_cpp.llama_memory_seq_rm(self._mem, seq.id, -1, -1)
         seq.tokens, seq.usable, seq.media, seq.cuts = [], 0, [], []
+        seq.whole, seq.logits = 0, None
 
     def trim(self, seq: SeqState, keep: int) -> None:
         """Keep the first `keep` tokens of a sequence (its whole prompt chunks), drop the rest."""
@@ -46,6 +47,8 @@ class Memory:
             del seq.tokens[keep:]
             seq.media = snapshot_media(seq.media, keep)
         seq.usable = min(seq.usable, keep)
+        if keep < seq.whole:
+            seq.whole, seq.logits = 0, None
 
     def drop_after(self, seq: SeqState, pos: int) -> bool:
         """Drop the cells of a sequence from position `pos` on (rejected draft tokens, which
@@ -58,6 +61,7 @@ class Memory:
         llama_cpp.llama_memory_seq_cp(self._mem, src.id, dst.id, -1, -1)
         llama_cpp.llama_memory_seq_rm(self._mem, dst.id, end, -1)
         self._runner.copies_pending = True
+        dst.whole, dst.logits = 0, None
 
     def flush(self) -> None:
         """Carry out the queued copies now (only a decode does): decode one throwaway token after
@@ -104,3 +108,4 @@ class Memory:
         self._runner.copies_pending = True  # a decode that failed may have left them queued
         for seq in self._seqs:
             seq.tokens, seq.usable, seq.media, seq.cuts, seq.busy = [], 0, [], [], False
+            seq.whole, seq.logits = 0, None

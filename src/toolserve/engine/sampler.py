@@ -3,11 +3,14 @@
 A llama.cpp sampler chain does the picking (logit bias, penalties, top-k / top-p / min-p,
 temperature, a seeded dist; greedy at temperature 0), so nothing per token runs in Python but
 the optional grammar mask, applied to the row in place before the chain reads it, and the
-logprobs, read from the same row.
+logprobs, read from the same row. A prompt answered again starts from logits kept from its
+first read (engine/scheduler.py): the chain then runs over a copy of them, as
+`llama_sampler_sample` runs it over a row.
 """
 
 from __future__ import annotations
 
+import ctypes
 import random
 from typing import Any
 
@@ -18,6 +21,7 @@ from llama_cpp import _internals
 from toolserve.types import SamplingParams, TokenConstraint, TokenLogprob
 
 PENALTY_LAST_N = 64  # llama.cpp's default window for repetition/presence/frequency penalties
+TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
 
 
 def row_logits(ctx: Any, row: int, n_vocab: int) -> np.ndarray:
@@ -74,14 +78,29 @@ class Sampler:
         self.constraint: TokenConstraint | None = params.constraint() if params.constraint is not None else None
         self._chain = chain(params, prompt, n_vocab)
 
-    def pick(self, ctx: Any, row: int) -> tuple[int | None, TokenLogprob | None]:
-        """The next token from batch row `row` and its logprob (when asked for); None when the
-        grammar allows nothing at all (a dead end)."""
-        if self.constraint is not None and not self._mask(ctx, row):
+    def pick(self, ctx: Any, row: int, kept: np.ndarray | None = None) -> tuple[int | None, TokenLogprob | None]:
+        """The next token from batch row `row` (or from `kept` logits, left unchanged) and its
+        logprob (when asked for); None when the grammar allows nothing at all (a dead end)."""
+        logits = row_logits(ctx, row, self._n_vocab) if kept is None else kept.copy()
+        if self.constraint is not None and not self._mask(logits):
             return None, None
-        token = llama_cpp.llama_sampler_sample(self._chain.sampler, ctx, row)
-        lp = logprob(row_logits(ctx, row, self._n_vocab), token, self._top_n) if self._top_n is not None else None
+        token = llama_cpp.llama_sampler_sample(self._chain.sampler, ctx, row) if kept is None else self._sample(logits)
+        lp = logprob(logits, token, self._top_n) if self._top_n is not None else None
         return token, lp
+
+    def _sample(self, logits: np.ndarray) -> int:
+        """What `llama_sampler_sample` does with a row, over an array of logits."""
+        data = np.empty(len(logits), dtype=TOKEN_DATA)
+        data["id"] = np.arange(len(logits), dtype=np.int32)
+        data["logit"] = logits
+        data["p"] = 0.0
+        cur = llama_cpp.llama_token_data_array(
+            data=data.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_token_data)), size=len(logits), selected=-1, sorted=False
+        )
+        llama_cpp.llama_sampler_apply(self._chain.sampler, ctypes.byref(cur))
+        token = int(data["id"][cur.selected])
+        llama_cpp.llama_sampler_accept(self._chain.sampler, token)
+        return token
 
     def allowed(self, draft: list[int]) -> list[int]:
         """The longest prefix of a draft that the grammar allows from here."""
@@ -96,13 +115,13 @@ class Sampler:
         self.constraint.accept(token)
         return self.constraint.done()
 
-    def _mask(self, ctx: Any, row: int) -> bool:
-        """Forbid the tokens the constraint does not allow, in place in llama.cpp's logits."""
+    def _mask(self, logits: np.ndarray) -> bool:
+        """Forbid the tokens the constraint does not allow, in place (in llama.cpp's row)."""
         assert self.constraint is not None
         forbidden = self.constraint.forbidden()
         if forbidden is None:
             return True
-        row_logits(ctx, row, self._n_vocab)[forbidden] = -np.inf
+        logits[forbidden] = -np.inf
         return not bool(forbidden.all())
 
     def close(self) -> None:

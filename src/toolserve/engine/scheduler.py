@@ -8,7 +8,9 @@ with one being read now follows it (the prefix is copied, not read twice). `sche
 picks one step: the adapter set whose turn it is, the next token of each of its decoding jobs,
 one prompt chunk of each reading job that fits in the batch, and the jobs whose next input is
 an image (evaluated whole, apart from the batch), and for decoding jobs that speculate, a
-draft from their own context in the batch's room left over (engine/speculative.py). `end`
+draft from their own context (and under `history` from earlier answers) in the batch's room left
+over (engine/speculative.py). A prompt sent again right after itself starts from the logits its
+first read kept (`take_resumed`). `end`
 retires a job.
 """
 
@@ -35,7 +37,7 @@ from toolserve.engine.slots import (
     position,
     snapshot_media,
 )
-from toolserve.engine.speculative import Drafter
+from toolserve.engine.speculative import DRAFT_MAX, Drafter, History
 from toolserve.errors import EngineFailure, log_failure
 
 log = logging.getLogger(__name__)
@@ -44,7 +46,7 @@ log = logging.getLogger(__name__)
 # (llama.cpp applies adapters to the whole context, so a batch holds one set's requests only)
 ADAPTER_TURN = 8
 
-SPECULATIVE = ("off", "on", "auto")  # --speculative
+SPECULATIVE = ("off", "on", "auto", "history")  # --speculative (history: on, and from earlier answers)
 # under `auto`, drafts go only into steps with at most this many decoding sequences and no prompt
 # chunk: llama.cpp cuts a batch over several KV streams into micro-batches with as many tokens of
 # each sequence, so one sequence's draft adds micro-batches the others do not share, and on the
@@ -89,8 +91,10 @@ class Scheduler:
         self._sampler = sampler
         self._adapters = adapters
         self._speculative = speculative  # the server's setting; a request may ask otherwise
+        self.history = History()  # earlier answers, drafted from under `history` (engine/speculative.py)
         self.waiting: list[Job] = []
         self.running: list[Job] = []  # in the order they were admitted
+        self.resumed: list[Job] = []  # admitted with their prompt's logits kept (take_resumed)
         self._started = 0  # admissions so far (orders the sequences' last use)
         self._turn = 0  # steps the applied set has had in a row while another set waited
 
@@ -114,21 +118,16 @@ class Scheduler:
         job.cuts = chunk_cuts(job.prompt, self._turns, job.media)
         job.speculative = self._mode(job.params.speculative)
         if job.speculative != "off":
-            job.drafter = Drafter(job.prompt)
-        p = plan(self.seqs, job.prompt, job.cuts, self._cache, job.adapter)
-        seq = self.seqs[p.target]
-        if p.save or p.snapshot is not None:
-            self._memory.flush()
-        if p.save:
-            self._memory.save(seq, keep=p.snapshot)  # the snapshot chosen for this prompt must outlive the save
-        reuse = p.reuse
-        if p.snapshot is not None:
-            if not self._memory.restore(seq, p.snapshot):
-                reuse = 0
-        elif p.source is not None:
-            self._memory.clear(seq)
-            self._memory.copy(self.seqs[p.source], seq, position(reuse, job.media))
-            seq.tokens, seq.usable, seq.media = job.prompt[:reuse], reuse, snapshot_media(job.media, reuse)
+            # earlier answers only where the server says so: drafts from them change the batches a
+            # request is verified in from one time it is sent to the next, and with them the rounding
+            job.drafter = Drafter(job.prompt, history=self.history if job.speculative == "history" else None)
+        again = self._answered(job)
+        if again is not None:  # the same prompt again: from its first read's logits, nothing to read
+            seq, reuse = self._again(job, again), len(job.prompt)
+            job.kept = seq.logits
+            self.resumed.append(job)
+        else:
+            seq, reuse = self._place(job)
         self._memory.trim(seq, reuse)
         seq.cuts = job.cuts  # it cut its first `reuse` tokens as the prompt does (slots.reach), and reads on so
         seq.adapter = job.adapter
@@ -152,6 +151,58 @@ class Scheduler:
                         job.leader, job.lead_until = other, until
         self.running.append(job)
         self._stats.active = len(self.running)
+
+    def _place(self, job: Job) -> tuple[SeqState, int]:
+        """Carry out slots.plan for a job: the sequence it runs in and the prompt tokens reused."""
+        p = plan(self.seqs, job.prompt, job.cuts, self._cache, job.adapter)
+        seq = self.seqs[p.target]
+        if p.save or p.snapshot is not None:
+            self._memory.flush()
+        if p.save:
+            self._memory.save(seq, keep=p.snapshot)  # the snapshot chosen for this prompt must outlive the save
+        reuse = p.reuse
+        if p.snapshot is not None:
+            if not self._memory.restore(seq, p.snapshot):
+                reuse = 0
+        elif p.source is not None:
+            self._memory.clear(seq)
+            self._memory.copy(self.seqs[p.source], seq, position(reuse, job.media))
+            seq.tokens, seq.usable, seq.media = job.prompt[:reuse], reuse, snapshot_media(job.media, reuse)
+        return seq, reuse
+
+    def _answered(self, job: Job) -> SeqState | None:
+        """A sequence that read this very prompt to its end and kept its last logits (a request
+        sent again, a retry, another choice), idle ones first: its KV and logits are what reading
+        the prompt again would compute, in the same chunks (none with the cache off or an image)."""
+        if self._cache is None or job.media:
+            return None
+        n = len(job.prompt)
+        held = [s for s in self.seqs if s.whole == n and s.logits is not None and s.adapter == job.adapter and s.tokens[:n] == job.prompt]
+        return min(held, key=lambda s: s.busy, default=None)
+
+    def _again(self, job: Job, source: SeqState) -> SeqState:
+        """The sequence a prompt sent again runs in: the idle one that holds it, else an idle one
+        that gets a copy of it from the busy one still answering it (whether the earlier request
+        has ended yet must not change what this one reuses)."""
+        if not source.busy:
+            return source
+        p = plan(self.seqs, job.prompt, job.cuts, self._cache, job.adapter)  # only for its target and save
+        seq = self.seqs[p.target]
+        if p.save:
+            self._memory.flush()
+            self._memory.save(seq)
+        n = len(job.prompt)
+        self._memory.clear(seq)
+        self._memory.copy(source, seq, n)
+        seq.tokens, seq.usable, seq.media = job.prompt[:], source.usable, []
+        seq.whole, seq.logits = n, source.logits
+        return seq
+
+    def take_resumed(self) -> list[Job]:
+        """The jobs admitted since the last call that start from kept logits: each samples its
+        first token from them before the next step."""
+        jobs, self.resumed = self.resumed, []
+        return jobs
 
     def follow(self, job: Job, final: bool = False) -> None:
         """Once the job's leader has read their shared prefix (or stops reading, or ends:
@@ -178,7 +229,9 @@ class Scheduler:
             return "off"
         if asked is None:
             return self._speculative
-        return "on" if asked else "off"
+        if not asked:
+            return "off"
+        return "history" if self._speculative == "history" else "on"
 
     # -- each step's work -------------------------------------------------------------------------
     def schedule(self) -> Step | None:
@@ -221,8 +274,8 @@ class Scheduler:
             if job.drafter is None or room <= 0 or (job.speculative == "auto" and crowded):
                 continue
             assert job.sampler is not None
-            limit = min(job.budget.limit, job.max_tokens - job.produced - 1, room)
-            job.draft = job.sampler.allowed(job.drafter.draft(limit))
+            cap = min(job.max_tokens - job.produced - 1, room)
+            job.draft = job.sampler.allowed(job.drafter.draft(min(job.budget.limit, cap), sure=min(DRAFT_MAX, cap)))
             room -= len(job.draft)
 
     # -- the end of a job ---------------------------------------------------------------------------
@@ -236,10 +289,12 @@ class Scheduler:
                     other.leader = None
             self.running.remove(job)
             seq = job.seq
-            self._memory.trim(seq, seq.usable if self._cache is not None else 0)
+            self._memory.trim(seq, max(seq.usable, seq.whole) if self._cache is not None else 0)
             seq.busy = False
         if job.sampler is not None:
             job.sampler.close()
+        if job.drafter is not None and job.drafter.history is not None and error is None:
+            self.history.add(job.drafter.answer(len(job.prompt)))
         self._stats.active = len(self.running)
         self._stats.finished += 1
         job.gen.close(finish, error)

@@ -21,6 +21,10 @@ KV is reused up to a cut only where the two reads, the one that computed it and 
 new prompt, cut alike up to that point (`reach`): they then read that prefix in the same
 batches. Where a cut lies depends on the tokens before it and a few after it (an opening, an
 image start), so two prompts that share a prefix cut alike within it but for its last tokens.
+The prompt's own end is not reused (its last token is read again for its logits), except by the
+same prompt sent again: the sequence that read it whole keeps that read's last logits
+(`SeqState.whole`, `logits`), so nothing is read (engine/scheduler.py; from a copy where that
+sequence is still answering).
 With one sequence (`--parallel 1`) that makes a cache hit compute exactly what a miss computes;
 with several, the other sequences' rows in the same batch change the rounding, so a hit answers
 like a miss only up to rounding (see docs/architecture.md).
@@ -41,6 +45,7 @@ import bisect
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from toolserve.engine.base import MediaSpan
 from toolserve.engine.prompt_cache import CacheEntry, PromptCache, common_prefix
@@ -165,6 +170,10 @@ class SeqState:
     used: int = 0  # when it last started a request (for least-recently-used choice)
     adapter: int = 0  # the adapter set its KV was computed with
     cuts: list[int] = field(default_factory=list)  # where the read that computed them ended its chunks
+    # a prompt read through to its end here, and the logits of its last token from that read:
+    # the same prompt again starts from them with nothing to read (engine/scheduler.py)
+    whole: int = 0
+    logits: Any = None
 
     def reusable(self, prompt: Sequence[int], adapter: int = 0) -> int:
         if adapter != self.adapter:

@@ -1,4 +1,5 @@
-"""Speculative decoding from the prompt: drafts from a sequence's own context, by n-gram lookup.
+"""Speculative decoding from the prompt: drafts from a sequence's own context (and earlier
+answers), by n-gram lookup.
 
 A model asked to repeat what is already in its context (a file rewritten with one change, a
 tool call's arguments copied from the user's words, code quoted back) produces long runs that
@@ -15,81 +16,184 @@ greedy output is the same with and without a draft (up to llama.cpp's rounding, 
 on the batch's shape on the CPU: docs/architecture.md), and sampled output keeps the model's
 distribution (each emitted token still takes one draw of the seeded sampler).
 
+`History` is the engine's memory of earlier answers (as llama.cpp's ngram-mod keeps one table for
+all requests): each finished job leaves its output there, with the end of its prompt before it,
+so a request asked again, or one that repeats what an earlier answer said, drafts from it. It is
+bounded (HISTORY_TOKENS, the oldest half dropped), and only jobs under `--speculative history`
+draft from it (an operator's choice, not the default): every draft token is verified, but
+drafts from it make the batches a request is verified in depend on what was asked before, and
+with them llama.cpp's rounding, so the same greedy or seeded request sent twice can part at a
+near-tie (with drafts from its own context only, it answers the same each time). An earlier
+answer that agrees with the context's end on SURE_MATCH tokens (ngram-mod's n_match) is drafted
+as far as the longest draft at once, as ngram-mod drafts 48 to 64 tokens or none: a request
+asked again then gets its answer back in a few long drafts, in the same batches each time, so
+its answer settles after a time or two (bench/README.md).
+It is shared by all requests, as llama-server's table is: no client reads it, but how fast an
+answer comes says whether something like it was answered lately.
+
 `Budget` sizes each sequence's next draft from how its last ones fared.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+from collections.abc import Callable, Sequence
 
 KEY = 3  # tokens an n-gram must share with the context's end to be looked up
 MATCH_MIN = 4  # a draft needs its source to agree with the context's end on this many tokens
 MATCH_MAX = 64  # agreement measured up to this many tokens back
-CANDIDATES = 8  # earlier occurrences of the key compared, most recent first
+CANDIDATES = 32  # earlier occurrences of the key compared, most recent first
+SURE_MATCH = 24  # an earlier answer agreeing on this many tokens is drafted as far as `sure` allows (ngram-mod's n_match)
 DRAFT_MIN = 2  # the shortest draft the budget shrinks to
 DRAFT_START = 8  # a sequence's first draft
-DRAFT_MAX = 32  # the longest draft
+DRAFT_MAX = 64  # the longest draft (llama.cpp's ngram-mod drafts 48 to 64)
+HISTORY_TOKENS = 1 << 16  # tokens the history keeps (its index: about 20 MB at most)
+HISTORY_LEAD = MATCH_MAX  # prompt tokens kept before an answer in the history (its lookup key)
+SEPARATOR = -(1 << 40)  # between the history's texts: no n-gram or agreement crosses it
 
 
-class Drafter:
-    """The n-gram index of one sequence's context, extended as tokens come."""
+class Index:
+    """The n-grams of a growing token list: where each KEY-token n-gram ends, ascending. A
+    negative token (an image's stand-in, the history's separator) breaks every n-gram it is in."""
 
-    def __init__(self, tokens: Sequence[int] = (), key: int = KEY, match_min: int = MATCH_MIN):
+    def __init__(self, key: int = KEY):
         self.key = key
-        self.match_min = max(match_min, key)
         self.tokens: list[int] = []
-        self._where: dict[tuple[int, ...], list[int]] = {}  # key n-gram -> where it ends (ascending)
-        self.extend(tokens)
+        self.where: dict[tuple[int, ...], list[int]] = {}
 
     def extend(self, tokens: Sequence[int]) -> None:
-        """Append tokens to the context (an image's stand-in ids, negative, break every n-gram)."""
         start = len(self.tokens)
         self.tokens.extend(tokens)
         k = self.key
         for end in range(max(start + 1, k), len(self.tokens) + 1):
             gram = tuple(self.tokens[end - k : end])
             if min(gram) >= 0:
-                self._where.setdefault(gram, []).append(end)
+                self.where.setdefault(gram, []).append(end)
 
-    def draft(self, limit: int) -> list[int]:
-        """Up to `limit` tokens expected to follow the context: what followed the best earlier
-        occurrence of its last `key` tokens; empty when none agrees on `match_min` tokens."""
-        n, k = len(self.tokens), self.key
-        if limit <= 0 or n <= k:
-            return []
-        ends = self._where.get(tuple(self.tokens[n - k :]))
+    def best(self, context: Sequence[int], before: int, room: Callable[[int], int] | None = None) -> tuple[int, int]:
+        """The earlier occurrence (ending before `before`) of the context's last `key` tokens
+        that agrees longest with the context's end, of the CANDIDATES most recent: (where it
+        ends, tokens of agreement); (-1, 0) when none. Among equals the one with the most
+        `room` after it (what a draft from there could take), then the most recent."""
+        n = len(context)
+        if n < self.key:
+            return -1, 0
+        ends = self.where.get(tuple(context[n - self.key :]))
         if not ends:
-            return []
-        best, best_len = -1, 0
-        tried = 0
+            return -1, 0
+        best, best_score, tried = -1, (0, 0), 0
         for end in reversed(ends):
-            if end >= n:
+            if end >= before:
                 continue  # the context's own end
-            length = self._agreement(end, n)
-            if length > best_len:
-                best, best_len = end, length
+            score = (agreement(self.tokens, end, context, n), room(end) if room else 0)
+            if score > best_score:
+                best, best_score = end, score
             tried += 1
-            if tried >= CANDIDATES or best_len >= MATCH_MAX:
+            if tried >= CANDIDATES:
                 break
-        if best_len < self.match_min:
+        return best, best_score[0]
+
+
+def agreement(source: Sequence[int], end: int, context: Sequence[int], n: int) -> int:
+    """How many tokens before `source[end]` equal those before `context[n]` (at most MATCH_MAX)."""
+    length = 0
+    while length < MATCH_MAX and length < end and length < n and source[end - 1 - length] == context[n - 1 - length]:
+        length += 1
+    return length
+
+
+class History:
+    """Earlier answers of the engine, each with the end of its prompt before it, shared by all
+    jobs (module docstring)."""
+
+    def __init__(self, limit: int = HISTORY_TOKENS, key: int = KEY):
+        self.limit = limit
+        self.index = Index(key)
+        self._ends: list[int] = []  # where each text ends (ascending)
+
+    def add(self, tokens: Sequence[int]) -> None:
+        """Remember a text (an answer with its lead); the oldest half goes when it is full."""
+        if not tokens:
+            return
+        old = self.index.tokens
+        if len(old) + len(tokens) + 1 > self.limit:
+            offset = len(old) // 2 if len(tokens) < self.limit // 2 else len(old)
+            self.index = Index(self.index.key)
+            self.index.extend(old[offset:])
+            self._ends = [e - offset for e in self._ends if e > offset]
+            tokens = tokens[-(self.limit // 2) :]
+        self.index.extend((SEPARATOR, *tokens))
+        self._ends.append(len(self.index.tokens))
+
+    def room(self, at: int) -> int:
+        """Tokens from `at` to the end of the text it lies in."""
+        i = bisect.bisect_left(self._ends, at)
+        return self._ends[i] - at if i < len(self._ends) else 0
+
+
+class Drafter:
+    """The n-gram index of one sequence's context, extended as tokens come, and the engine's
+    `History` where it has one."""
+
+    def __init__(self, tokens: Sequence[int] = (), key: int = KEY, match_min: int = MATCH_MIN, history: History | None = None):
+        self.key = key
+        self.match_min = max(match_min, key)
+        self.history = history
+        self._own = Index(key)
+        self.tokens = self._own.tokens
+        self.extend(tokens)
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        """Append tokens to the context (an image's stand-in ids, negative, break every n-gram)."""
+        self._own.extend(tokens)
+
+    def draft(self, limit: int, sure: int = 0) -> list[int]:
+        """Up to `limit` tokens expected to follow the context: what followed the earlier
+        occurrence of its last `key` tokens that agrees longest with it, in the context or the
+        history; empty when none agrees on `match_min` tokens. Of two that agree as far, the
+        longer draft, and the history's on a tie (an answer given before says how this model
+        goes on better than text it was asked about). An earlier answer that agrees on
+        SURE_MATCH tokens is drafted up to `sure` tokens whatever `limit` (module docstring)."""
+        n = len(self.tokens)
+        if max(limit, sure) <= 0 or n <= self.key:
             return []
-        # what followed, continued into the draft itself where it reaches the end (a repeating
-        # line drafts its next period); an image's stand-in id is never drafted
-        out: list[int] = []
-        for i in range(best, best + limit):
+        own, own_len = self._own.best(self.tokens, n)
+        if self.history is not None:
+            history, most = self.history, max(limit, sure)
+            past, past_len = history.index.best(self.tokens, len(history.index.tokens) + 1, lambda at: min(history.room(at), most))
+        else:
+            past, past_len = -1, 0
+        mine = self._continue(own, limit) if own_len >= self.match_min else []
+        if past_len < self.match_min or past_len < own_len:
+            return mine
+        assert self.history is not None
+        if past_len >= SURE_MATCH:
+            limit = max(limit, sure)
+        theirs: list[int] = []
+        for token in self.history.index.tokens[past : past + min(limit, self.history.room(past))]:
+            if token < 0:
+                break  # an image's stand-in (in a prompt's lead) is never drafted
+            theirs.append(token)
+        return mine if past_len == own_len and len(mine) > len(theirs) else theirs
+
+    def _continue(self, start: int, limit: int) -> list[int]:
+        """What followed `start` in the context, continued into the draft itself where it
+        reaches the end (a repeating line drafts its next period); an image's stand-in id is
+        never drafted."""
+        n, out = len(self.tokens), list[int]()
+        for i in range(start, start + limit):
             token = self.tokens[i] if i < n else out[i - n]
             if token < 0:
                 break
             out.append(token)
         return out
 
-    def _agreement(self, end: int, n: int) -> int:
-        """How many tokens before `end` equal those before the context's end `n` (at most MATCH_MAX)."""
-        toks = self.tokens
-        length = 0
-        while length < MATCH_MAX and length < end and toks[end - 1 - length] == toks[n - 1 - length]:
-            length += 1
-        return length
+    def answer(self, prompt_length: int) -> list[int]:
+        """What the history keeps of this context: the answer after `prompt_length` prompt
+        tokens, with the HISTORY_LEAD prompt tokens before it (none when nothing was answered)."""
+        if len(self.tokens) <= prompt_length:
+            return []
+        return self.tokens[max(0, prompt_length - HISTORY_LEAD) :]
 
 
 class Budget:
