@@ -6,13 +6,17 @@ that the installed llama-cpp-python vendors, bench/llama_server.py):
   toolserve off       `--speculative off`
   toolserve auto      the default (`--speculative auto`)
   toolserve on        `--speculative on`
+  toolserve history   `--speculative history` (on, and drafts from earlier answers too)
+  toolserve history -fa off   the same with `--flash-attn off`
   llama-server        no speculative decoding
   llama-server ngram-mod     `--spec-type ngram-mod` (its defaults: n_match 24, n_min 48, n_max 64)
+  llama-server ngram-mod -fa off   the same with flash attention off
   llama-server ngram-simple  `--spec-type ngram-simple`
   llama-server ngram-map-k   `--spec-type ngram-map-k`
 
 Workloads (greedy, non-streaming chat completions; each prompt sent once to warm the prompt
-cache, then --runs times):
+cache, then --runs times: so `history` and llama-server's n-gram tables know the answer given
+to the warm-up):
   rewrite  a code file of about 1,000 tokens (toolserve's engine/slots.py) rewritten with one
            name changed, the whole file asked back
   agent    an agent turn whose tool call's arguments echo the conversation: a note the user
@@ -25,7 +29,7 @@ llama-server: its response's timings.draft_n / draft_n_accepted), medians over t
 the ratio to the best llama-server setting of that workload.
 
     python bench/speculative.py [--runs 3] [--threads 2] [--only rewrite,agent,chat]
-                                [--llama-spec none,ngram-mod,...] [--skip-llama-server] [--skip-toolserve]
+                                [--llama-spec none,ngram-mod,ngram-mod:off,...] [--skip-llama-server] [--skip-toolserve]
 """
 
 from __future__ import annotations
@@ -143,7 +147,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--only", default="rewrite,agent,chat", help="workloads, comma-separated")
-    ap.add_argument("--llama-spec", default="none,ngram-mod,ngram-simple,ngram-map-k", help="llama-server settings: none or a --spec-type, comma-separated")
+    ap.add_argument("--llama-spec", default="none,ngram-mod,ngram-mod:off,ngram-simple,ngram-map-k",
+                    help="llama-server settings, comma-separated: none or a --spec-type, :off for -fa off")
     ap.add_argument("--skip-llama-server", action="store_true")
     ap.add_argument("--skip-toolserve", action="store_true")
     args = ap.parse_args()
@@ -152,15 +157,18 @@ def main() -> None:
     logs = Path(tempfile.mkdtemp(prefix="toolserve-bench-spec-"))
     setups: list[tuple[str, bool, list[str]]] = []
     if not args.skip_toolserve:
-        for mode in ("off", "auto", "on"):
+        for mode, fa in (("off", ""), ("auto", ""), ("on", ""), ("history", ""), ("history", "off")):
             cmd = [sys.executable, "-m", "toolserve.cli", "serve", "--log-level", "warning", "--parallel", "1",
-                   "--ctx-size", str(args.ctx), "--threads", str(args.threads), "--model", model, "--speculative", mode]
-            setups.append((f"toolserve {mode}", True, cmd))
+                   "--ctx-size", str(args.ctx), "--threads", str(args.threads), "--model", model, "--speculative", mode,
+                   *(("--flash-attn", fa) if fa else ())]
+            setups.append((f"toolserve {mode}" + (f" -fa {fa}" if fa else ""), True, cmd))
     if not args.skip_llama_server:
         binary = llama_server.binaries()["llama-server"]
-        for spec in ("" if t == "none" else t for t in args.llama_spec.split(",")):
-            extra = ("--jinja", *(("--spec-type", spec) if spec else ()))
-            setups.append((f"llama-server {spec}".strip(), False, ["PORT", str(binary), *extra]))
+        for setting in args.llama_spec.split(","):
+            spec, _, fa = setting.partition(":")
+            extra = ("--jinja", *(("--spec-type", spec) if spec != "none" else ()), *(("-fa", fa) if fa else ()))
+            label = " ".join(x for x in ("llama-server", spec if spec != "none" else "", f"-fa {fa}" if fa else "") if x)
+            setups.append((label, False, ["PORT", str(binary), *extra]))
     table: dict[str, dict[str, dict[str, float]]] = {}
     for label, is_toolserve, cmd in setups:
         port = free_port()
