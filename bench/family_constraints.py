@@ -3,8 +3,9 @@
 (a) Schema-valid calls per format: one `--config` server serves the bundled model under each of
     the 34 tool formats; for N seeds per format, tool_choice required, a named function and
     auto, temperature 0.7, tools with varied schemas. Prints, per format and mode, the calls
-    that validate / calls made, and the answers cut by max_tokens (`length`, not counted as a
-    failure: a cut call cannot be whole). Target: 100% valid whenever the finish is not length.
+    that validate / calls made in answers that ended by themselves, and the answers cut by
+    max_tokens (`length`: their calls are not counted, a cut call cannot be whole) with the calls
+    they held. Target: 100% valid whenever the finish is not length.
 (b) Grammar build and mask cost for 1, 24 and 128 tools (Hermes and Qwen3-Coder syntax): the
     grammar written and compiled in this process on the model's vocabulary, and the mean time
     of one token mask along a call, against the engine's time per decoded token measured over
@@ -67,19 +68,23 @@ def part_a(seeds: int, formats: list[str]) -> None:
     url = f"http://127.0.0.1:{port}"
     proc = start(serve(port, "--config", str(config)), url)
     print(f"(a) schema-valid calls, {seeds} seeds per format and mode, temperature 0.7, max_tokens 160")
-    print("| format | required valid/calls (length) | named valid/calls (length) | auto valid/calls (length) |\n|---|---|---|---|")
+    print("valid/calls in answers that ended by themselves (answers cut by max_tokens: the calls they held)")
+    print("| format | required | named | auto |\n|---|---|---|---|")
     totals = {"required": [0, 0], "named": [0, 0], "auto": [0, 0]}
     try:
         with httpx.Client(timeout=600) as client:
             for fmt in formats:
                 cells = []
                 for mode, choice in (("required", "required"), ("named", {"type": "function", "function": {"name": "book_table"}}), ("auto", "auto")):
-                    valid = calls = cut = 0
+                    valid = calls = cut = cut_calls = 0
                     for seed in range(seeds):
                         body = {"model": fmt, "messages": [{"role": "user", "content": ASK}], "tools": TOOLS, "tool_choice": choice,
                                 "max_tokens": 160, "temperature": 0.7, "seed": seed}
                         r = client.post(f"{url}/v1/chat/completions", json=body).json()["choices"][0]
-                        cut += r["finish_reason"] == "length"
+                        if r["finish_reason"] == "length":  # a call cut by max_tokens cannot be whole: not counted
+                            cut += 1
+                            cut_calls += len(r["message"].get("tool_calls") or [])
+                            continue
                         for c in r["message"].get("tool_calls") or []:
                             calls += 1
                             try:
@@ -89,7 +94,7 @@ def part_a(seeds: int, formats: list[str]) -> None:
                                 pass
                     totals[mode][0] += valid
                     totals[mode][1] += calls
-                    cells.append(f"{valid}/{calls} ({cut})")
+                    cells.append(f"{valid}/{calls} ({cut}: {cut_calls})")
                 print(f"| {fmt} | " + " | ".join(cells) + " |", flush=True)
     finally:
         proc.terminate()
