@@ -15,6 +15,7 @@ from toolserve.formats import constraint
 from toolserve.formats.base import Format
 from toolserve.formats.deltas import merge_deltas
 from toolserve.formats.grammar import response_format_grammar
+from toolserve.formats.lenient import LenientCalls
 from toolserve.formats.template import ChatTemplate
 from toolserve.types import (
     ContentDelta,
@@ -153,11 +154,16 @@ class OutputShaper:
       it differs or ends;
     - `calls_only` (tool_choice required or a named function, under a grammar that allows
       nothing else): no content is returned, so a call marker cut short by max_tokens never
-      becomes text.
+      becomes text;
+    - under tool_choice auto, an answer that is nothing but JSON call objects naming offered
+      tools (fenced or bare, as tool-trained models write them outside their markup) is those
+      calls (formats/lenient.py).
     Non-streaming is feed(all) + finish()."""
 
     def __init__(self, fmt: Format, opts: ChatOptions, *, thinking_open: bool, parse: bool, calls_only: bool = False):
         self._parser = fmt.new_parser(opts.tools, thinking_open, calls=opts.calls_allowed) if parse else None
+        lenient = parse and opts.calls_allowed and opts.tool_choice == "auto" and not calls_only
+        self._lenient = LenientCalls(opts.tools) if lenient else None
         self._single = not opts.parallel_tool_calls
         self._reasoning = opts.include_reasoning
         self._calls_only = calls_only
@@ -170,12 +176,14 @@ class OutputShaper:
     def feed(self, text: str) -> list[Delta]:
         if self._parser is None:
             return [ContentDelta(text)] if text else []
-        return self._shape(self._parser.feed(text))
+        deltas = self._parser.feed(text)
+        return self._shape(self._lenient.feed(deltas) if self._lenient is not None else deltas)
 
     def finish(self) -> list[Delta]:
         if self._parser is None:
             return []
-        out = self._shape(self._parser.finish())
+        deltas = self._parser.finish()
+        out = self._shape(self._lenient.finish(deltas) if self._lenient is not None else deltas)
         return merge_deltas(out + self._end_call())
 
     def _shape(self, deltas: list[Delta]) -> list[Delta]:

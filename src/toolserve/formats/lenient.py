@@ -1,0 +1,205 @@
+"""Calls as tool-trained models really write them, outside their family's markup.
+
+Asked in `auto`, Qwen2.5-Coder answers a weather question with a fenced block, not with the
+`<tool_call>` block its template asks for:
+
+    ```json
+    {"name": "get_weather", "arguments": {"city": "Paris"}}
+    ```
+
+The rule (applied after the family's parser, to the answer's content, under tool_choice "auto"):
+an answer whose content is, apart from whitespace and ```` ``` ```` / ```` ```json ```` fences,
+nothing but JSON call objects, each alone or in a JSON list, is those calls when every object
+
+- has only the keys `name`, `arguments` or `parameters` (exactly one of the two), `type`
+  (`"function"`) and `id`,
+- names an offered tool,
+- has arguments that are an object (or a JSON string holding one, decoded; null is `{}`).
+
+Anything else stays text, whole: prose before or after the block, a name no tool has, a JSON
+document the user asked for (`{"name": "my-app", "version": ...}` has keys a call has not), a
+fenced example inside an explanation. Arguments are not checked against the tool's schema: a
+call the model meant is returned as written, as the family's own markup is (bench/README,
+real_tool_accuracy.py, has the numbers behind that choice).
+
+Streaming: while the content so far can still be such an answer, it is held back (`LenientCalls`);
+as soon as it cannot (a letter where a `{` or a fence must stand, a language tag other than
+json, a JSON value that breaks, text after it), it goes out as it came. At the end, a held
+answer becomes its calls or its text. Non-streaming is `feed(all)` + `finish()`, the same path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from ..types import ContentDelta, Delta, ToolCallArgs, ToolCallStart, ToolSpec
+from .json_bodies import args_from_value
+from .jsonstream import JsonReader, dumps, loads
+from .scan import may_grow_into, skip_ws
+from .stream import new_call_id
+
+FENCE = "```"
+_LANGS = ("", "json")
+_LANG_MAX = 16  # a fence's first line longer than this is no ```json
+_CALL_KEYS = frozenset({"name", "arguments", "parameters", "type", "id"})
+
+# scanner states
+_ITEM, _VALUE_OPEN, _FENCE_HEAD, _VALUE, _FENCE_TAIL, _DEAD = range(6)
+
+
+class CallScan:
+    """Reads text that may be nothing but (fenced) JSON values, piece by piece; `alive` turns
+    False, for good, once the text can no longer be that. `values` are the JSON texts read."""
+
+    def __init__(self) -> None:
+        self.buf = ""
+        self.pos = 0
+        self.state = _ITEM
+        self.fenced = False
+        self.reader: JsonReader | None = None
+        self.start = 0
+        self.values: list[str] = []
+
+    @property
+    def alive(self) -> bool:
+        return self.state != _DEAD
+
+    def feed(self, text: str) -> bool:
+        self.buf += text
+        while self.state != _DEAD and self._step():
+            pass
+        return self.alive
+
+    def complete(self) -> bool:
+        """At the end of the text: it was one or more whole values (a last fence may stay open)."""
+        return bool(self.values) and self.state in (_ITEM, _FENCE_TAIL) and not self.buf[self.pos:].strip()
+
+    def _step(self) -> bool:
+        """One move; False when more text is needed."""
+        buf, n = self.buf, len(self.buf)
+        if self.state == _VALUE:
+            assert self.reader is not None
+            self.pos = self.reader.feed(buf, self.pos)
+            if self.reader.failed:
+                self.state = _DEAD
+            elif self.reader.done:
+                self.values.append(buf[self.start:self.pos])
+                self.state = _FENCE_TAIL if self.fenced else _ITEM
+                return True
+            return False
+        if self.state == _FENCE_HEAD:
+            end = buf.find("\n", self.pos)
+            lang = buf[self.pos:n if end < 0 else end].strip().lower()
+            if end < 0:
+                if len(buf) - self.pos > _LANG_MAX or not any(x.startswith(lang) for x in _LANGS):
+                    self.state = _DEAD
+                return False
+            if lang not in _LANGS:
+                self.state = _DEAD
+                return False
+            self.pos, self.state = end + 1, _VALUE_OPEN
+            return True
+        j = skip_ws(buf, self.pos)
+        if j == n:
+            return False
+        if self.state == _FENCE_TAIL:
+            if buf.startswith(FENCE, j):
+                self.pos, self.state, self.fenced = j + len(FENCE), _ITEM, False
+                return True
+            if not may_grow_into(buf, j, FENCE):
+                self.state = _DEAD
+            return False
+        if self.state == _ITEM and not self.fenced:
+            if buf.startswith(FENCE, j):
+                self.pos, self.state, self.fenced = j + len(FENCE), _FENCE_HEAD, True
+                return True
+            if may_grow_into(buf, j, FENCE):
+                return False
+        if buf[j] not in "{[":
+            self.state = _DEAD
+            return False
+        self.reader, self.start, self.pos, self.state = JsonReader(), j, j, _VALUE
+        return True
+
+
+def _call(obj: object, tools: frozenset[str]) -> tuple[str, str] | None:
+    """(name, canonical arguments) of one call object, or None when it is no call."""
+    if not isinstance(obj, dict) or not obj.keys() <= _CALL_KEYS:
+        return None
+    name = obj.get("name")
+    if not isinstance(name, str) or name not in tools or obj.get("type", "function") != "function":
+        return None
+    keys = [k for k in ("arguments", "parameters") if k in obj]
+    if len(keys) != 1:
+        return None
+    args = args_from_value(obj[keys[0]])
+    return None if args is None else (name, dumps(args))
+
+
+def read_calls(values: Iterable[str], tools: frozenset[str]) -> list[tuple[str, str]] | None:
+    """The calls the JSON `values` are, or None unless every object in them is one."""
+    calls: list[tuple[str, str]] = []
+    for text in values:
+        try:
+            value = loads(text)
+        except ValueError:
+            return None
+        for obj in value if isinstance(value, list) else [value]:
+            call = _call(obj, tools)
+            if call is None:
+                return None
+            calls.append(call)
+    return calls or None
+
+
+def lenient_calls(text: str, tools: Iterable[str]) -> list[tuple[str, str]] | None:
+    """The calls a whole answer is under the rule above, or None: its text stays text."""
+    scan = CallScan()
+    scan.feed(text)
+    return read_calls(scan.values, frozenset(tools)) if scan.complete() else None
+
+
+class LenientCalls:
+    """The rule above over a parser's deltas: content is held while it may be nothing but calls,
+    and becomes them (or goes out as text) once that is known. Reasoning passes through; a call
+    the family's own markup made ends the holding (the answer is not calls alone)."""
+
+    def __init__(self, tools: Iterable[ToolSpec], id_factory: Callable[[], str] = new_call_id) -> None:
+        self._tools = frozenset(t.name for t in tools)
+        self._new_id = id_factory
+        self._scan: CallScan | None = CallScan()  # None: decided, everything passes
+        self._held: list[str] = []
+
+    def feed(self, deltas: list[Delta]) -> list[Delta]:
+        if self._scan is None:
+            return deltas
+        out: list[Delta] = []
+        for d in deltas:
+            if self._scan is None:
+                out.append(d)
+            elif isinstance(d, ContentDelta):
+                self._held.append(d.text)
+                if not self._scan.feed(d.text):
+                    out += self._release()
+            elif isinstance(d, ToolCallStart | ToolCallArgs):
+                out += self._release()
+                out.append(d)
+            else:
+                out.append(d)
+        return out
+
+    def finish(self, deltas: list[Delta]) -> list[Delta]:
+        out = self.feed(deltas)
+        if self._scan is None:
+            return out
+        calls = read_calls(self._scan.values, self._tools) if self._scan.complete() else None
+        if calls is None:
+            return out + self._release()
+        self._scan, self._held = None, []
+        for i, (name, args) in enumerate(calls):
+            out += [ToolCallStart(i, self._new_id(), name), ToolCallArgs(i, args)]
+        return out
+
+    def _release(self) -> list[Delta]:
+        held, self._held, self._scan = self._held, [], None
+        return [ContentDelta("".join(held))] if held else []
