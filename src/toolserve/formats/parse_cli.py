@@ -30,6 +30,7 @@ from ..errors import ModelLoadError
 from ..types import Delta, ToolSpec
 from .base import Format
 from .deltas import rebuild
+from .lenient import LenientCalls
 from .registry import FORMATS, Detection, explain_detection
 
 
@@ -205,7 +206,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--template", help="chat template to detect the format from: a Jinja file or a tokenizer_config.json")
     ap.add_argument("--gguf", help="model file to detect the format from (its chat template and architecture)")
     ap.add_argument("--architecture", help="model architecture for detection (GGUF general.architecture, e.g. qwen3)")
-    ap.add_argument("--tools", help="JSON file with an OpenAI tools list (without it any name is accepted)")
+    ap.add_argument("--tools", help="JSON file with an OpenAI tools list (without it any name is accepted; with it, an "
+                                    "answer that is nothing but JSON call objects naming its tools is read as calls, as "
+                                    "the server does under tool_choice auto)")
     ap.add_argument("--thinking-open", action="store_true", help="the prompt ended inside reasoning")
     ap.add_argument("--split", help="random:SEED or N: feed the streaming parser in pieces")
     ap.add_argument("--explain", action="store_true",
@@ -250,10 +253,13 @@ def main(argv: list[str]) -> int:
     logger.setLevel(logging.DEBUG)
     try:
         parser = fmt.new_parser(tools, thinking_open=args.thinking_open)
+        lenient = LenientCalls(tools) if tools else None  # as the server reads an answer under tool_choice auto
         deltas: list[Delta] = []
         for chunk in chunks:
-            deltas += parser.feed(chunk)
-        deltas += parser.finish()
+            got = parser.feed(chunk)
+            deltas += lenient.feed(got) if lenient is not None else got
+        got = parser.finish()
+        deltas += lenient.finish(got) if lenient is not None else got
     finally:
         logger.removeHandler(collect)
         logger.setLevel(old_level)

@@ -230,3 +230,17 @@ def test_not_a_gguf_and_a_json_without_template_exit_2(monkeypatch: pytest.Monke
     config = _template(tmp_path, json.dumps({"bos_token": "<s>"}), "tokenizer_config.json")
     rc, _, err = run(monkeypatch, capsys, ["--template", config], "")
     assert rc == 2 and "no chat_template" in err
+
+
+def test_tools_read_a_fenced_call_as_the_server_does_under_auto(monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(TOOLS))
+    text = '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'
+    for split in ("1", "random:3"):
+        rc, out, _ = run(monkeypatch, capsys, ["--format", "hermes", "--tools", str(tools), "--split", split], text)
+        data = json.loads(out)
+        assert rc == 0 and data["content"] == ""
+        assert [(c["name"], c["arguments"]) for c in data["tool_calls"]] == [("get_weather", {"city": "Paris"})]
+    rc, out, _ = run(monkeypatch, capsys, ["--format", "hermes", "--tools", str(tools)], "Like this:\n" + text)
+    assert json.loads(out)["tool_calls"] == []
