@@ -1,6 +1,6 @@
 """Concurrent streaming clients: toolserve against llama.cpp's own llama-server, in one run.
 
-Both servers get the bundled model, the same threads, N sequences (toolserve `--parallel N`,
+Both servers get the same model (the bundled one, or --model), the same threads, N sequences (toolserve `--parallel N`,
 llama-server `-np N`) and the same context per sequence (toolserve's `--ctx-size` is per
 sequence; llama-server's `-c` is the whole pool, so it gets ctx * N; both keep each sequence in
 a KV stream of its own: no `--kv-unified`). llama-server is built from the llama.cpp
@@ -23,7 +23,7 @@ and llama-batched-bench with 1 and N sequences (decode only, no HTTP).
 
     python bench/concurrency.py [--runs 3] [--clients 8] [--parallel 8] [--tokens 128] [--threads 2]
                                 [--ctx 2048] [--toolserve-args "..."] [--skip-llama-server] [--skip-toolserve]
-                                [--llama-bench] [--engine-compare]
+                                [--llama-bench] [--engine-compare] [--model PATH|qwen]
 
 --engine-compare also runs toolserve with `--no-engine-process` (the engine in a thread of the
 server, as before issue 19) and prints the engine process's cost: its rates over the in-process
@@ -271,11 +271,19 @@ def main() -> None:
     ap.add_argument("--skip-toolserve", action="store_true", help="measure llama-server only")
     ap.add_argument("--llama-bench", action="store_true", help="also run llama-bench and llama-batched-bench")
     ap.add_argument("--engine-compare", action="store_true", help="also run toolserve with --no-engine-process")
+    ap.add_argument("--model", default="", help="GGUF for both servers, or 'qwen' for Qwen2.5-Coder-0.5B-Instruct "
+                                                "(tests/qwen_coder.py; default: the bundled SmolLM2)")
     args = ap.parse_args()
     # SIGTERM ends the run like Ctrl-C: the servers are stopped on the way out.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
-    model = str(bundled_model())
+    if args.model == "qwen":
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from tests.qwen_coder import path
+
+        model = str(path())
+    else:
+        model = str(Path(args.model).resolve()) if args.model else str(bundled_model())
     banned = eog_ids(model)
     need_llama = not args.skip_llama_server or args.llama_bench
     bins = llama_server.binaries() if need_llama else {}
@@ -292,7 +300,7 @@ def main() -> None:
             url = f"http://127.0.0.1:{port}"
             toolserve = [sys.executable, "-m", "toolserve.cli", "serve", "--port", str(port), "--log-level", "warning",
                          "--threads", str(args.threads), "--ctx-size", str(args.ctx), "--parallel", str(args.parallel),
-                         *shlex.split(args.toolserve_args)]
+                         "--model", model, *shlex.split(args.toolserve_args)]
             targets.append(("toolserve", "ts", url, stack.enter_context(serving("toolserve", toolserve, url, logs))))
             if args.engine_compare:
                 port = free_port()
