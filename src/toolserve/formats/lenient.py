@@ -24,7 +24,7 @@ real_tool_accuracy.py, has the numbers behind that choice).
 
 Streaming: while the content so far can still be such an answer, it is held back (`LenientCalls`);
 as soon as it cannot (a letter where a `{` or a fence must stand, a language tag other than
-json, a JSON value that breaks, text after it), it goes out as it came. At the end, a held
+json, a key no call has, a JSON value that breaks, text after it), it goes out as it came. At the end, a held
 answer becomes its calls or its text. Non-streaming is `feed(all)` + `finish()`, the same path.
 """
 
@@ -47,6 +47,52 @@ _CALL_KEYS = frozenset({"name", "arguments", "parameters", "type", "id"})
 _ITEM, _VALUE_OPEN, _FENCE_HEAD, _VALUE, _FENCE_TAIL, _DEAD = range(6)
 
 
+class KeyWatch:
+    """Follows the raw text of one JSON value for the keys of its call objects (the value itself,
+    or each item of a top-level list): False as soon as one is a key no call has, so a JSON
+    document goes out as text at its first such key, not at its end."""
+
+    def __init__(self, first: str) -> None:
+        self.call_depth = 1 if first == "{" else 2
+        self.stack: list[str] = []
+        self.in_str = self.esc = self.want_key = False
+        self.key: list[str] | None = None  # the call object's key being read
+
+    def feed(self, text: str) -> bool:
+        for c in text:
+            if self.in_str:
+                if self.esc:
+                    self.esc = False
+                elif c == "\\":
+                    self.esc = True
+                elif c == '"':
+                    self.in_str = False
+                    if self.key is not None:
+                        key, self.key = "".join(self.key), None
+                        if key not in _CALL_KEYS:
+                            return False
+                        continue
+                if self.key is not None:
+                    self.key.append(c)
+            elif c == '"':
+                self.in_str = True
+                if self.want_key and len(self.stack) == self.call_depth:
+                    self.key = []
+                self.want_key = False
+            elif c in "{[":
+                self.stack.append(c)
+                self.want_key = c == "{"
+            elif c in "}]":
+                if self.stack:
+                    self.stack.pop()
+                self.want_key = False
+            elif c == ",":
+                self.want_key = bool(self.stack) and self.stack[-1] == "{"
+            elif c not in " \t\r\n:":
+                self.want_key = False
+        return True
+
+
 class CallScan:
     """Reads text that may be nothing but (fenced) JSON values, piece by piece; `alive` turns
     False, for good, once the text can no longer be that. `values` are the JSON texts read."""
@@ -57,6 +103,7 @@ class CallScan:
         self.state = _ITEM
         self.fenced = False
         self.reader: JsonReader | None = None
+        self.keys: KeyWatch | None = None
         self.start = 0
         self.values: list[str] = []
 
@@ -78,9 +125,9 @@ class CallScan:
         """One move; False when more text is needed."""
         buf, n = self.buf, len(self.buf)
         if self.state == _VALUE:
-            assert self.reader is not None
-            self.pos = self.reader.feed(buf, self.pos)
-            if self.reader.failed:
+            assert self.reader is not None and self.keys is not None
+            pos, self.pos = self.pos, self.reader.feed(buf, self.pos)
+            if self.reader.failed or not self.keys.feed(buf[pos:self.pos]):
                 self.state = _DEAD
             elif self.reader.done:
                 self.values.append(buf[self.start:self.pos])
@@ -118,7 +165,7 @@ class CallScan:
         if buf[j] not in "{[":
             self.state = _DEAD
             return False
-        self.reader, self.start, self.pos, self.state = JsonReader(), j, j, _VALUE
+        self.reader, self.keys, self.start, self.pos, self.state = JsonReader(), KeyWatch(buf[j]), j, j, _VALUE
         return True
 
 

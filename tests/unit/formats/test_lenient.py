@@ -71,6 +71,12 @@ CASES = [
     ("number", "42", None),
     ("empty", "", None),
     ("too deep", "[" * 300 + "]" * 300, None),
+    ("nested keys are free", '{"name": "get_weather", "arguments": {"version": "x", "name": {"a": [1, {"b": 2}]}}}',
+     [("get_weather", '{"version": "x", "name": {"a": [1, {"b": 2}]}}')]),
+    ("keys with quotes and escapes in values", '{"name": "get_weather", "arguments": {"city": "a\\"b,c: {"}}',
+     [("get_weather", '{"city": "a\\"b,c: {"}')]),
+    ("escaped key", '{"na\\u006de": "get_time", "arguments": {}}', None),
+    ("extra key after arguments", '{"name": "get_time", "arguments": {}, "version": 2}', None),
     ("NaN", '{"name": "get_weather", "arguments": {"city": NaN}}', None),
 ]
 
@@ -132,6 +138,15 @@ def test_prose_streams_at_once_and_a_call_is_held() -> None:
     out = shaper.finish()
     assert isinstance(out[0], ToolCallStart) and out[0].name == "get_weather" and shaper.calls == 1
     # a JSON document goes out once it cannot be calls: at the first key a call has not
+    shaper = OutputShaper(FORMATS["hermes"], ChatOptions(tools=TOOLS), thinking_open=False, parse=True)
+    assert shaper.feed('```json\n{\n  "name": "get_weather",\n  "vers') == []
+    assert shaper.feed('ion": "1.0.0",') == [ContentDelta('```json\n{\n  "name": "get_weather",\n  "version": "1.0.0",')]
+    assert shaper.feed('\n  "private": true\n}\n```') == [ContentDelta('\n  "private": true\n}\n```')]
+    assert shaper.finish() == [] and shaper.calls == 0
+    # in a list, the keys of each item; a value that is no object waits for the end of the list
+    shaper = OutputShaper(FORMATS["hermes"], ChatOptions(tools=TOOLS), thinking_open=False, parse=True)
+    assert shaper.feed(f'[{PARIS}, {{"name": "x", "argu') == []
+    assert shaper.feed('ments": {}, "extra": 1}') == [ContentDelta(f'[{PARIS}, {{"name": "x", "arguments": {{}}, "extra": 1}}')]
     shaper = OutputShaper(FORMATS["hermes"], ChatOptions(tools=TOOLS), thinking_open=False, parse=True)
     assert shaper.feed('["red", "gre') == []
     assert shaper.feed('en"]\nThose are colours.') == [ContentDelta('["red", "green"]\nThose are colours.')]
