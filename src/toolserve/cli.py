@@ -125,7 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolserve", description="A local OpenAI-compatible LLM server.")
     parser.add_argument("--version", action="version", version=f"toolserve {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="serve the OpenAI API over HTTP")
+    serve = sub.add_parser("serve", help="serve a model over HTTP: OpenAI chat completions and Responses, Anthropic Messages, Ollama")
     _model_flags(serve)
     serve.add_argument("--host", default=env_default("host", ServerConfig.host))
     serve.add_argument("--port", type=int, default=env_default("port", ServerConfig.port))
@@ -375,8 +375,22 @@ def _chat(args: argparse.Namespace) -> int:
     return chat(args, _resolved(args))
 
 
+def greeting(parser: argparse.ArgumentParser) -> str:
+    """What `toolserve` alone prints: each command in a line, and the first one to try."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    rows = [(a.dest, a.help or "") for a in sub._choices_actions]
+    width = max(len(name) for name, _ in rows)
+    lines = [f"  {name.ljust(width)}  {text}" for name, text in rows]
+    return ("toolserve: a local OpenAI-compatible LLM server whose tool calls just work.\n\ncommands:\n"
+            + "\n".join(lines) + "\n\nstart here: toolserve serve   (the bundled model on http://127.0.0.1:8000/v1)\n"
+            "more: toolserve COMMAND --help\n")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        print(greeting(build_parser()), end="")
+        return 0
     if argv[:1] in (["parse"], ["launch"]):  # their own parsers: what they take is not serve's
         import importlib
         return int(importlib.import_module({"parse": "toolserve.formats.parse_cli", "launch": "toolserve.launch"}[argv[0]]).main(argv[1:]))
