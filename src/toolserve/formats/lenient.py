@@ -30,6 +30,7 @@ answer becomes its calls or its text. Non-streaming is `feed(all)` + `finish()`,
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 
 from ..types import ContentDelta, Delta, ToolCallArgs, ToolCallStart, ToolSpec
@@ -37,6 +38,8 @@ from .json_bodies import args_from_value
 from .jsonstream import JsonReader, dumps, loads
 from .scan import may_grow_into, skip_ws
 from .stream import new_call_id
+
+log = logging.getLogger(__name__)
 
 FENCE = "```"
 _LANGS = ("", "json")
@@ -242,6 +245,7 @@ class LenientCalls:
         calls = read_calls(self._scan.values, self._tools) if self._scan.complete() else None
         if calls is None:
             return out + self._release()
+        log.info("answer read as %d JSON call(s) outside the family's markup: %s", len(calls), ", ".join(n for n, _ in calls))
         self._scan, self._held = None, []
         for i, (name, args) in enumerate(calls):
             out += [ToolCallStart(i, self._new_id(), name), ToolCallArgs(i, args)]
