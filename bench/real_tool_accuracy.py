@@ -52,6 +52,7 @@ import llama_server
 from decode import free_port, start
 
 from toolserve.formats.lenient import lenient_calls
+from toolserve.types import ToolSpec
 
 MAX_TOKENS = 256
 CATEGORIES = ("single", "choice", "parallel", "typed", "follow_up", "no_tool")
@@ -240,7 +241,7 @@ def judge(case: Case, message: dict[str, Any], tally: Tally) -> bool:
     if calls:
         tally.calls += 1
         tally.valid += schema_valid(calls)
-    elif lenient_calls(content, case.tools):
+    elif lenient_calls(content, [ToolSpec(n, "", TOOLS[n]["function"]["parameters"]) for n in case.tools]):
         tally.in_text += 1
     # a call answer: the calls match; an answer in words: no call, and the result's value in the text
     ok = calls_match(case.calls, calls) if case.calls else (not calls and case.says in content)

@@ -14,13 +14,14 @@ nothing but JSON call objects, each alone or in a JSON list, is those calls when
 - has only the keys `name`, `arguments` or `parameters` (exactly one of the two), `type`
   (`"function"`) and `id`,
 - names an offered tool,
-- has arguments that are an object (or a JSON string holding one, decoded; null is `{}`).
+- has arguments that are an object (or a JSON string holding one, decoded; null is `{}`) and
+  validate against that tool's JSON schema (no grammar held them, so we check what a grammar
+  would have guaranteed: every call toolserve returns under auto is schema-valid).
 
 Anything else stays text, whole: prose before or after the block, a name no tool has, a JSON
 document the user asked for (`{"name": "my-app", "version": ...}` has keys a call has not), a
-fenced example inside an explanation. Arguments are not checked against the tool's schema: a
-call the model meant is returned as written, as the family's own markup is (bench/README,
-real_tool_accuracy.py, has the numbers behind that choice).
+fenced example inside an explanation, a call whose arguments the schema rejects (it stays
+text, as a malformed markup call does).
 
 Streaming: while the content so far can still be such an answer, it is held back (`LenientCalls`);
 as soon as it cannot (a letter where a `{` or a fence must stand, a language tag other than
@@ -31,7 +32,10 @@ answer becomes its calls or its text. Non-streaming is `feed(all)` + `finish()`,
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import jsonschema
 
 from ..types import ContentDelta, Delta, ToolCallArgs, ToolCallStart, ToolSpec
 from .json_bodies import args_from_value
@@ -172,7 +176,18 @@ class CallScan:
         return True
 
 
-def _call(obj: object, tools: frozenset[str]) -> tuple[str, str] | None:
+def schema_valid(args: dict[str, Any], schema: dict[str, Any]) -> bool:
+    """The arguments validate against the tool's JSON schema (one the validator cannot use
+    checks nothing: the request's schema is the client's, and no grammar could hold it either)."""
+    try:
+        validator = jsonschema.validators.validator_for(schema)(schema)
+        return bool(validator.is_valid(args))
+    except Exception:  # a hostile schema (a bad $ref, deep recursion) must not end the request
+        log.info("tool schema not usable for validation; the call's arguments are not checked")
+        return True
+
+
+def _call(obj: object, tools: Mapping[str, dict[str, Any]]) -> tuple[str, str] | None:
     """(name, canonical arguments) of one call object, or None when it is no call."""
     if not isinstance(obj, dict) or not obj.keys() <= _CALL_KEYS:
         return None
@@ -183,10 +198,12 @@ def _call(obj: object, tools: frozenset[str]) -> tuple[str, str] | None:
     if len(keys) != 1:
         return None
     args = args_from_value(obj[keys[0]])
-    return None if args is None else (name, dumps(args))
+    if args is None or not schema_valid(args, tools[name]):
+        return None
+    return name, dumps(args)
 
 
-def read_calls(values: Iterable[str], tools: frozenset[str]) -> list[tuple[str, str]] | None:
+def read_calls(values: Iterable[str], tools: Mapping[str, dict[str, Any]]) -> list[tuple[str, str]] | None:
     """The calls the JSON `values` are, or None unless every object in them is one."""
     calls: list[tuple[str, str]] = []
     for text in values:
@@ -202,11 +219,11 @@ def read_calls(values: Iterable[str], tools: frozenset[str]) -> list[tuple[str, 
     return calls or None
 
 
-def lenient_calls(text: str, tools: Iterable[str]) -> list[tuple[str, str]] | None:
+def lenient_calls(text: str, tools: Iterable[ToolSpec]) -> list[tuple[str, str]] | None:
     """The calls a whole answer is under the rule above, or None: its text stays text."""
     scan = CallScan()
     scan.feed(text)
-    return read_calls(scan.values, frozenset(tools)) if scan.complete() else None
+    return read_calls(scan.values, {t.name: t.parameters for t in tools}) if scan.complete() else None
 
 
 class LenientCalls:
@@ -215,7 +232,7 @@ class LenientCalls:
     the family's own markup made ends the holding (the answer is not calls alone)."""
 
     def __init__(self, tools: Iterable[ToolSpec], id_factory: Callable[[], str] = new_call_id) -> None:
-        self._tools = frozenset(t.name for t in tools)
+        self._tools = {t.name: t.parameters for t in tools}
         self._new_id = id_factory
         self._scan: CallScan | None = CallScan()  # None: decided, everything passes
         self._held: list[str] = []
