@@ -23,10 +23,11 @@ document the user asked for (`{"name": "my-app", "version": ...}` has keys a cal
 fenced example inside an explanation, a call whose arguments the schema rejects (it stays
 text, as a malformed markup call does).
 
-Streaming: while the content so far can still be such an answer, it is held back (`LenientCalls`);
-as soon as it cannot (a letter where a `{` or a fence must stand, a language tag other than
-json, a key no call has, a JSON value that breaks, text after it), it goes out as it came. At the end, a held
-answer becomes its calls or its text. Non-streaming is `feed(all)` + `finish()`, the same path.
+Streaming: while the content so far can still be such an answer, it is held back
+(`LenientCalls`); as soon as it cannot (a letter where a `{` or a fence must stand, a language
+tag other than json, a key no call has, a JSON value that breaks, text after it), it goes out as
+it came. At the end, a held answer becomes its calls or its text. Non-streaming is `feed(all)` +
+`finish()`, the same path.
 """
 
 from __future__ import annotations
@@ -163,7 +164,7 @@ class CallScan:
             if not may_grow_into(buf, j, FENCE):
                 self.state = _DEAD
             return False
-        if self.state == _ITEM and not self.fenced:
+        if self.state == _ITEM:  # a fence may open here; after a fence's head, only a value
             if buf.startswith(FENCE, j):
                 self.pos, self.state, self.fenced = j + len(FENCE), _FENCE_HEAD, True
                 return True
