@@ -7,7 +7,8 @@ Asked in `auto`, Qwen2.5-Coder answers a weather question with a fenced block, n
     {"name": "get_weather", "arguments": {"city": "Paris"}}
     ```
 
-The rule (applied after the family's parser, to the answer's content, under tool_choice "auto"):
+The rule (applied after the family's parser, to the answer's content, under tool_choice "auto",
+where the chat template renders tools: serving/chat.py):
 an answer whose content is, apart from whitespace and ```` ``` ```` / ```` ```json ```` fences,
 nothing but JSON call objects, each alone or in a JSON list, is those calls when every object
 

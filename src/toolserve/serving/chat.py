@@ -84,7 +84,7 @@ class ChatRenderer:
         grammar allows nothing but calls."""
         return OutputShaper(
             self.fmt, opts, thinking_open=self.thinking_open(prompt), parse=needs_parser(self.fmt, self.template, opts),
-            calls_only=calls_only,
+            calls_only=calls_only, lenient=self.template.supports_tools,
         )
 
     def thinking_open(self, prompt: str) -> bool:
@@ -157,12 +157,14 @@ class OutputShaper:
       becomes text;
     - under tool_choice auto, an answer that is nothing but JSON call objects naming offered
       tools (fenced or bare, as tool-trained models write them outside their markup) is those
-      calls (formats/lenient.py).
+      calls (formats/lenient.py); `lenient=False` where the chat template renders no tools (the
+      model was not trained to call them, and our injected prompt asked for the markup).
     Non-streaming is feed(all) + finish()."""
 
-    def __init__(self, fmt: Format, opts: ChatOptions, *, thinking_open: bool, parse: bool, calls_only: bool = False):
+    def __init__(self, fmt: Format, opts: ChatOptions, *, thinking_open: bool, parse: bool, calls_only: bool = False,
+                 lenient: bool = True):
         self._parser = fmt.new_parser(opts.tools, thinking_open, calls=opts.calls_allowed) if parse else None
-        lenient = parse and opts.calls_allowed and opts.tool_choice == "auto" and not calls_only
+        lenient = lenient and parse and opts.calls_allowed and opts.tool_choice == "auto" and not calls_only
         self._lenient = LenientCalls(opts.tools) if lenient else None
         self._single = not opts.parallel_tool_calls
         self._reasoning = opts.include_reasoning

@@ -200,3 +200,11 @@ def test_lenient_layer_alone_keeps_ids_fresh() -> None:
     layer = LenientCalls(TOOLS, id_factory=_ids())  # type: ignore[arg-type]
     out = layer.finish(layer.feed([ContentDelta(f"[{PARIS}, {UTC}]")]))
     assert [d.id for d in out if isinstance(d, ToolCallStart)] == ["call_0", "call_1"]
+
+
+def test_off_where_the_template_renders_no_tools() -> None:
+    """A template that knows no tools (toolserve injects the family's prompt, asking for its
+    markup): the model was not trained to call, and its JSON stays text."""
+    shaper = OutputShaper(FORMATS["hermes"], ChatOptions(tools=TOOLS), thinking_open=False, parse=True, lenient=False)
+    msg = rebuild(shaper.feed(f"```json\n{PARIS}\n```") + shaper.finish())
+    assert msg.tool_calls == [] and msg.content == f"```json\n{PARIS}\n```"
