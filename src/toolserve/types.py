@@ -72,11 +72,13 @@ class SamplingParams:
     repetition_penalty: float = 1.0
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
+    dry_multiplier: float = 0.0  # llama.cpp's DRY sampler (engine/sampler.py); 0: off
     seed: int | None = None
     logit_bias: dict[int, float] = field(default_factory=dict)
     logprobs: int | None = None  # None: off; N >= 0: chosen token plus N alternatives
     constraint: Callable[[], TokenConstraint] | None = None  # a fresh constraint per generation
     speculative: bool | None = None  # draft from the context (engine/speculative.py); None: the server's --speculative
+    loop_guard: bool = True  # end an answer that has become one short span repeated (serving/loops.py)
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,8 @@ def test_the_defaults_in_force_and_where_they_came_from(srv: Server) -> None:
         "top_p": {"value": 0.95, "source": "gguf general.sampling.top_p"},
         "top_k": {"value": 40, "source": "gguf general.sampling.top_k"},
         "min_p": {"value": 0.05, "source": "gguf general.sampling.min_p"},
-        "repetition_penalty": {"value": 1.0, "source": "protocol default"},
+        "repetition_penalty": {"value": 1.1, "source": "toolserve (ends loops)"},
+        "dry_multiplier": {"value": 0.8, "source": "toolserve (ends loops)"},
     }
     log = srv.stderr_text()
     assert "sampling keys not applied: general.sampling.mirostat (no such sampler here)" in log

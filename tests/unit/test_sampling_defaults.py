@@ -3,10 +3,24 @@ which source wins."""
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
 import pytest
 
-from toolserve.models.sampling import BUNDLED_SOURCE, PROTOCOL, from_gguf, model_defaults
+from toolserve.modelfile import bundled_model
+from toolserve.models.sampling import (
+    BUNDLED_SOURCE,
+    LOOP,
+    LOOP_SOURCE,
+    PROTOCOL,
+    Default,
+    from_gguf,
+    model_defaults,
+)
 from toolserve.serving.conversation import fill_sampling
+from toolserve.serving.loader import is_bundled
 from toolserve.types import SamplingParams
 
 
@@ -40,11 +54,37 @@ def test_later_sources_win_field_by_field() -> None:
         "top_k": (30.0, "ollama (ollama:m)"),
         "min_p": (0.2, "--min-p"),
         "repetition_penalty": (1.0, "protocol default"),
+        "dry_multiplier": (0.0, "protocol default"),
     }
 
 
 def test_nothing_set_is_the_protocol() -> None:
     assert {k: d.value for k, d in model_defaults({}).items()} == PROTOCOL
+
+
+def test_a_local_model_ends_loops_unless_it_or_a_flag_says_otherwise() -> None:
+    local = model_defaults({}, local=True)
+    assert {k: local[k] for k in LOOP} == {k: Default(v, LOOP_SOURCE) for k, v in LOOP.items()}
+    assert LOOP["dry_multiplier"] > 0 and LOOP["repetition_penalty"] > 1
+    assert model_defaults({}, local=True, flags={"dry_multiplier": 0.0})["dry_multiplier"] == Default(0.0, "--dry-multiplier")
+    own = model_defaults({"general.sampling.penalty_repeat": 1.0}, local=True)["repetition_penalty"]
+    assert own == Default(1.0, "gguf general.sampling.penalty_repeat")  # the model's own wins
+    assert model_defaults({})["dry_multiplier"].value == 0.0  # an upstream: its own server's sampling
+
+
+def test_the_bundled_model_is_known_by_its_file_not_its_path(tmp_path: Path) -> None:
+    bundled = bundled_model()
+    copy = tmp_path / "blobs" / "sha256-0123"  # as an Ollama store names it
+    copy.parent.mkdir()
+    os.link(bundled, copy) if bundled.stat().st_dev == tmp_path.stat().st_dev else shutil.copyfile(bundled, copy)
+    assert is_bundled(copy) and is_bundled(bundled)
+    other = tmp_path / "other.gguf"
+    with bundled.open("rb") as f:
+        data = bytearray(f.read())
+    data[-1] ^= 1  # the same size, another hash
+    other.write_bytes(bytes(data))
+    assert not is_bundled(other)
+    assert not is_bundled(tmp_path / "missing.gguf")
 
 
 @pytest.mark.parametrize(

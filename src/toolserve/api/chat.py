@@ -17,6 +17,7 @@ from toolserve.api.schemas import ChatCompletionRequest
 from toolserve.api.streaming import sse_response, unless_disconnected
 from toolserve.errors import Unsupported
 from toolserve.serving.conversation import Conversation, start_conversation
+from toolserve.serving.loops import Loop
 from toolserve.types import ContentDelta, Delta, ReasoningDelta, TokenLogprob, ToolCallStart, Usage
 from toolserve.upstream.passthrough import Passthrough
 
@@ -137,7 +138,10 @@ class ChatRun:
                 if step.finish is not None:
                     total = add_usage(total, prompt_once(step.finish.usage, i))
                     raw[i] = step.finish.raw_text
-                    yield self.chunk([{"index": i, "delta": {}, "logprobs": None, "finish_reason": step.finish.finish_reason}])
+                    end = self.chunk([{"index": i, "delta": {}, "logprobs": None, "finish_reason": step.finish.finish_reason}])
+                    if step.finish.loop is not None:
+                        end["toolserve"] = {"loop_guard": [loop_json(i, step.finish.loop)]}
+                    yield end
                     continue
                 logprobs = self._logprobs(step.logprobs)
                 for d in step.deltas or [ContentDelta("")]:
@@ -154,12 +158,15 @@ class ChatRun:
         choices = []
         total: Usage | None = None
         raw: dict[int, str | None] = {}
+        loops: list[dict[str, Any]] = []
         for i in range(self.req.n):
             message, lps, finish = Message(), [], "stop"
             async for step in self.conv.choice(i):
                 if step.finish is not None:
                     total, finish = add_usage(total, prompt_once(step.finish.usage, i)), step.finish.finish_reason
                     raw[i] = step.finish.raw_text
+                    if step.finish.loop is not None:
+                        loops.append(loop_json(i, step.finish.loop))
                 for d in step.deltas:
                     message.add(d)
                 lps.extend(step.logprobs)
@@ -169,7 +176,14 @@ class ChatRun:
         body["object"] = "chat.completion"
         if self.req.wants_raw:
             body["toolserve"] = self.toolserve_block(raw)
+        if loops:
+            body.setdefault("toolserve", {})["loop_guard"] = loops
         return body
+
+
+def loop_json(index: int, loop: Loop) -> dict[str, Any]:
+    """Why choice `index` ended "length" before max_tokens: the loop guard's finding."""
+    return {"index": index, "period_tokens": loop.period, "repeats": loop.repeats, "reason": loop.describe()}
 
 
 @router.post("/v1/chat/completions")

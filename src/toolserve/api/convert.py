@@ -160,10 +160,12 @@ def sampling(req: _Sampling, *, max_tokens: int, n_vocab: int, logprobs: int | N
         repetition_penalty=1.0 if repetition is None else repetition,
         presence_penalty=req.presence_penalty or 0.0,
         frequency_penalty=req.frequency_penalty or 0.0,
+        dry_multiplier=req.dry_multiplier or 0.0,
         seed=req.seed,
         logit_bias=_logit_bias(req.logit_bias, n_vocab),
         logprobs=logprobs,
         speculative=req.speculative,
+        loop_guard=req.loop_guard,
     )
 
 

@@ -21,6 +21,7 @@ async def forward(request: Request, model: Forwarding, path: str, req: ChatCompl
     body = await request.json()
     body.pop("toolserve", None)  # toolserve's own options (api/schemas.ToolserveOptions) are not the upstream's
     body.pop("speculative", None)  # nor is its speculative decoding switch
+    body.pop("loop_guard", None)  # nor its loop guard
     ticket = model.admit()
     if not req.stream:
         try:

@@ -54,6 +54,7 @@ class InfillRequest(_Request):
     repeat_penalty: Annotated[float, Field(gt=0.0, le=10.0)] | None = None
     presence_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
     frequency_penalty: Annotated[float, Field(ge=-2.0, le=2.0)] | None = None
+    dry_multiplier: Annotated[float, Field(ge=0.0, le=10.0)] | None = None
 
 
 def text_request(pipe: Pipeline, req: InfillRequest) -> tuple[TextRequest, bool]:
@@ -65,12 +66,12 @@ def text_request(pipe: Pipeline, req: InfillRequest) -> tuple[TextRequest, bool]
         extra=[ExtraChunk(x.filename, x.text) for x in req.input_extra],
         budget=Budget.of(pipe.engine.info.n_ctx, max_tokens or 0), param="input_prefix", repository=True,
     )  # fmt: skip
-    given = frozenset(k for k in LLAMA_SERVER_SAMPLING if getattr(req, k) is not None)
+    given = frozenset(k for k in (*LLAMA_SERVER_SAMPLING, "dry_multiplier") if getattr(req, k) is not None)
     values = {k: getattr(req, k) if k in given else v for k, v in LLAMA_SERVER_SAMPLING.items()}
     sampling = SamplingParams(
         max_tokens=0, temperature=float(values["temperature"]), top_k=int(values["top_k"]), top_p=float(values["top_p"]),
         min_p=float(values["min_p"]), repetition_penalty=req.repeat_penalty or 1.0, presence_penalty=req.presence_penalty or 0.0,
-        frequency_penalty=req.frequency_penalty or 0.0, seed=req.seed if req.seed is not None and req.seed >= 0 else None,
+        frequency_penalty=req.frequency_penalty or 0.0, dry_multiplier=req.dry_multiplier or 0.0, seed=req.seed if req.seed is not None and req.seed >= 0 else None,
     )  # fmt: skip
     names = {"prompt": "input_prefix", "stop": "stop", "context_limit": "n_ctx"}
     return TextRequest(fim.tokens, sampling, given, max_tokens, tuple(req.stop or ()), names=names), fim.truncated

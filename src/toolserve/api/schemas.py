@@ -170,6 +170,7 @@ class _Sampling(_Request):
     min_p: float | None = Field(default=None, ge=0.0, le=1.0)
     repetition_penalty: float | None = Field(default=None, gt=0.0, le=10.0)
     repeat_penalty: float | None = Field(default=None, gt=0.0, le=10.0)  # llama.cpp's spelling
+    dry_multiplier: float | None = Field(default=None, ge=0.0, le=10.0)  # llama.cpp's DRY sampler; 0: off
     presence_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(default=None, ge=-2.0, le=2.0)
     seed: int | None = None
@@ -181,6 +182,8 @@ class _Sampling(_Request):
     user: str | None = None
     # toolserve's: speculative decoding from the prompt for this request (None: the server's --speculative)
     speculative: StrictBool | None = None
+    # toolserve's: false lets an answer that has become one span repeated run on (serving/loops.py)
+    loop_guard: StrictBool = True
 
 
 class ChatCompletionRequest(_Sampling):

@@ -150,7 +150,7 @@ class LlamaCppEngine:
         self._memory = Memory(self._ctx, seqs, self.cache, self._runner)
         self._scheduler = Scheduler(
             seqs, self._memory, self.cache, self.stats, capacity=n_batch, n_ctx=self.info.n_ctx,
-            turns=self.vocab.turns(), sampler=lambda job: Sampler(job.params, job.prompt, self._n_vocab), adapters=self._adapters,
+            turns=self.vocab.turns(), sampler=lambda job: Sampler(job.params, job.prompt, self._n_vocab, self._vocab), adapters=self._adapters,
             speculative=speculative,
         )
         if self._adapters.sets[0]:

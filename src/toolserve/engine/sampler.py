@@ -1,6 +1,6 @@
 """Picks a job's next token from its row of the logits.
 
-A llama.cpp sampler chain does the picking (logit bias, penalties, top-k / top-p / min-p,
+A llama.cpp sampler chain does the picking (logit bias, penalties, DRY, top-k / top-p / min-p,
 temperature, a seeded dist; greedy at temperature 0), so nothing per token runs in Python but
 the optional grammar mask, applied to the row in place before the chain reads it, and the
 logprobs, read from the same row. A prompt answered again starts from logits kept from its
@@ -21,6 +21,11 @@ from llama_cpp import _internals
 from toolserve.types import SamplingParams, TokenConstraint, TokenLogprob
 
 PENALTY_LAST_N = 64  # llama.cpp's default window for repetition/presence/frequency penalties
+# DRY as llama.cpp's common defaults set it, but the multiplier (a request's dry_multiplier):
+# a span repeated beyond 2 tokens costs base^(length - 2) on the token that would extend it,
+# and the breakers end a span, so JSON's quotes and colons and new lines never add up
+DRY_BASE, DRY_ALLOWED_LENGTH, DRY_LAST_N = 1.75, 2, 1024  # the answer's last 1024 tokens
+DRY_BREAKERS = ("\n", ":", '"', "*")
 TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
 
 
@@ -42,14 +47,27 @@ def logprob(logits: np.ndarray, token: int, top_n: int) -> TokenLogprob:
     return TokenLogprob(token, float(logits[token]) - lse, top)
 
 
-def chain(params: SamplingParams, prompt: list[int], n_vocab: int) -> _internals.LlamaSampler:
-    """llama.cpp's sampler chain for `params`; penalties start from the prompt's last tokens."""
+def _dry(vocab: Any, multiplier: float) -> Any:
+    breakers = (ctypes.c_char_p * len(DRY_BREAKERS))(*(b.encode() for b in DRY_BREAKERS))
+    return llama_cpp.llama_sampler_init_dry(vocab, multiplier, DRY_BASE, DRY_ALLOWED_LENGTH, DRY_LAST_N, breakers, len(DRY_BREAKERS))
+
+
+def chain(params: SamplingParams, prompt: list[int], n_vocab: int, vocab: Any = None) -> _internals.LlamaSampler:
+    """llama.cpp's sampler chain for `params`; penalties start from the prompt's last tokens,
+    DRY (given the model's `vocab`) from the answer's first (quoting the prompt is no loop)."""
     s = _internals.LlamaSampler()
     if params.logit_bias:
         s.add_logit_bias(n_vocab, params.logit_bias)
-    penalised = params.repetition_penalty != 1.0 or params.presence_penalty or params.frequency_penalty
-    if penalised:
-        s.add_penalties(n_vocab, PENALTY_LAST_N, params.repetition_penalty, params.frequency_penalty, params.presence_penalty)
+    if params.repetition_penalty != 1.0 or params.presence_penalty or params.frequency_penalty:
+        penalties = llama_cpp.llama_sampler_init_penalties(
+            n_vocab, PENALTY_LAST_N, params.repetition_penalty, params.frequency_penalty, params.presence_penalty
+        )
+        for tok in prompt[-PENALTY_LAST_N:]:  # penalties see the recent prompt, as in llama.cpp
+            if tok >= 0:  # not an image's stand-in
+                llama_cpp.llama_sampler_accept(penalties, tok)
+        llama_cpp.llama_sampler_chain_add(s.sampler, penalties)
+    if params.dry_multiplier > 0.0 and vocab is not None:
+        llama_cpp.llama_sampler_chain_add(s.sampler, _dry(vocab, params.dry_multiplier))
     if params.temperature <= 0.0:
         s.add_greedy()
     else:
@@ -61,10 +79,6 @@ def chain(params: SamplingParams, prompt: list[int], n_vocab: int) -> _internals
             s.add_min_p(params.min_p, 1)
         s.add_temp(params.temperature)
         s.add_dist(params.seed if params.seed is not None else random.getrandbits(32))
-    if penalised:
-        for tok in prompt[-PENALTY_LAST_N:]:  # penalties see the recent prompt, as in llama.cpp
-            if tok >= 0:  # not an image's stand-in
-                s.accept(tok)
     return s
 
 
@@ -72,11 +86,11 @@ class Sampler:
     """One job's sampler chain and grammar constraint. Built before the job takes a sequence:
     a grammar that does not compile fails here."""
 
-    def __init__(self, params: SamplingParams, prompt: list[int], n_vocab: int):
+    def __init__(self, params: SamplingParams, prompt: list[int], n_vocab: int, vocab: Any = None):
         self._n_vocab = n_vocab
         self._top_n = params.logprobs
         self.constraint: TokenConstraint | None = params.constraint() if params.constraint is not None else None
-        self._chain = chain(params, prompt, n_vocab)
+        self._chain = chain(params, prompt, n_vocab, vocab)
 
     def pick(self, ctx: Any, row: int, kept: np.ndarray | None = None) -> tuple[int | None, TokenLogprob | None]:
         """The next token from batch row `row` (or from `kept` logits, left unchanged) and its

@@ -1,7 +1,8 @@
 """Sampling defaults a model brings: what a request gets for a field it does not send.
 
-In order, a later one winning: the protocol's own (temperature 1, the rest off); the model
-card's recommendation for the bundled SmolLM2; the GGUF's `general.sampling.*` keys (read as
+In order, a later one winning: the protocol's own (temperature 1, the rest off); ours for a
+local model, which end loops (`LOOP`: a repetition penalty and llama.cpp's DRY sampler); the model card's
+recommendation for the bundled SmolLM2 (known by its file's hash, wherever a copy lies); the GGUF's `general.sampling.*` keys (read as
 llama.cpp's common_init_sampler_from_model reads them: the value's text parsed as a number);
 Ollama's parameters of an `ollama:` model; the server's flags (`--temperature` ...).
 Pure: metadata in, `Default`s out.
@@ -14,9 +15,16 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
-PROTOCOL = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0}
+FIELDS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "dry_multiplier")
+PROTOCOL = {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "repetition_penalty": 1.0, "dry_multiplier": 0.0}
 PROTOCOL_SOURCE = "protocol default"
+# What ends loops, for a local model that sets neither: small models at any temperature, greedy
+# included, otherwise loop to the end of the context. Measured on the bundled model's 24 everyday
+# prompts (bench/everyday.py, bench/README.md): DRY alone (llama.cpp's "don't repeat yourself",
+# at the multiplier its docs recommend) leaves lines repeated (its breakers end a span at each
+# new line) and the penalty alone one answer over 400 tokens; both end every answer.
+LOOP = {"repetition_penalty": 1.1, "dry_multiplier": 0.8}
+LOOP_SOURCE = "toolserve (ends loops)"
 # llama.cpp's keys (gguf-py's Keys.General.SAMPLING_*) for the fields toolserve's sampler has
 GGUF_KEYS = {
     "general.sampling.temp": "temperature",
@@ -36,7 +44,8 @@ NOT_APPLIED = (
 BUNDLED_CARD = {"temperature": 0.2, "top_p": 0.9}
 BUNDLED_SOURCE = "model card (HuggingFaceTB/SmolLM2-135M-Instruct)"
 # what the API accepts for each field (api/schemas.py): a key outside is ignored, not applied
-_RANGES = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0), "top_k": (0, 1 << 31), "min_p": (0.0, 1.0), "repetition_penalty": (1e-9, 10.0)}
+_RANGES = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0), "top_k": (0, 1 << 31), "min_p": (0.0, 1.0), "repetition_penalty": (1e-9, 10.0),
+           "dry_multiplier": (0.0, 10.0)}
 _NUMBER = re.compile(r"^\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 
 
@@ -82,11 +91,13 @@ def from_gguf(meta: Mapping[str, object]) -> tuple[dict[str, float], list[str]]:
 
 
 def model_defaults(
-    meta: Mapping[str, object], *, bundled: bool = False, source_sampling: Mapping[str, float] | None = None,
+    meta: Mapping[str, object], *, local: bool = False, bundled: bool = False, source_sampling: Mapping[str, float] | None = None,
     source_name: str = "", flags: Mapping[str, float] | None = None,
 ) -> dict[str, Default]:
     """Every sampling field's default for a model, with where it came from."""
     out = {name: Default(PROTOCOL[name], PROTOCOL_SOURCE) for name in FIELDS}
+    if local:
+        out.update({k: Default(v, LOOP_SOURCE) for k, v in LOOP.items()})
     if bundled:
         out.update({k: Default(v, BUNDLED_SOURCE) for k, v in BUNDLED_CARD.items()})
     keys = {name: key for key, name in GGUF_KEYS.items()}

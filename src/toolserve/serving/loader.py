@@ -15,7 +15,15 @@ from toolserve.engine.repack import decide_repack
 from toolserve.errors import ModelLoadError
 from toolserve.formats.registry import detect_format, get_format
 from toolserve.formats.template import ChatTemplate, choose_template
-from toolserve.modelfile import bundled_model, find_mmproj, gguf_metadata, model_bytes, model_parts, resolve_model
+from toolserve.modelfile import (
+    bundled_model,
+    find_mmproj,
+    gguf_metadata,
+    is_bundled_file,
+    model_bytes,
+    model_parts,
+    resolve_model,
+)
 from toolserve.models import sampling
 from toolserve.models.refs import model_stem
 from toolserve.serving.pipeline import Limits, Pipeline
@@ -92,10 +100,13 @@ def adapter_label(cfg: ModelConfig, path: Path) -> str:
 
 
 def is_bundled(path: Path) -> bool:
+    """The bundled model's file or a copy of it (an Ollama or LM Studio store's, by hash)."""
     try:
-        return path.resolve() == bundled_model().resolve()
+        if path.resolve() == bundled_model().resolve():
+            return True
     except ModelLoadError:
-        return False
+        pass
+    return is_bundled_file(path)
 
 
 def sampling_defaults(cfg: ModelConfig, path: Path, flags: dict[str, float], meta: dict[str, object] | None = None) -> dict[str, sampling.Default]:
@@ -104,7 +115,7 @@ def sampling_defaults(cfg: ModelConfig, path: Path, flags: dict[str, float], met
     meta = gguf_metadata(path) if meta is None else meta
     origin = cfg.origin
     return sampling.model_defaults(
-        meta, bundled=is_bundled(path), source_sampling=dict(origin.sampling) if origin else None,
+        meta, local=True, bundled=is_bundled(path), source_sampling=dict(origin.sampling) if origin else None,
         source_name=f"{origin.source} ({origin.reference})" if origin else "", flags=flags,
     )
 

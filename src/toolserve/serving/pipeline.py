@@ -9,6 +9,7 @@ import asyncio
 import copy
 import dataclasses
 import hashlib
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -30,10 +31,12 @@ from toolserve.formats.template import MEDIA_MARKER, ChatTemplate
 from toolserve.models.sampling import Default, fill, model_defaults
 from toolserve.serving.chat import ChatOptions, ChatRenderer, OutputShaper, constraint_for
 from toolserve.serving.fim import Budget, ExtraChunk, FimPrompt, layout, require
+from toolserve.serving.loops import Loop, LoopGuard
 from toolserve.serving.media import ImagePolicy, load_image
 from toolserve.serving.text import StopMatcher, Utf8Stream
 from toolserve.types import Message, SamplingParams, TokenConstraint, TokenLogprob, Usage
 
+log = logging.getLogger(__name__)
 EncodedImage = list[int | MediaSpan]  # an image as the engine takes it: its tokens around one MediaSpan
 
 
@@ -55,10 +58,11 @@ class Finish:
     # everything the model generated, as text: special tokens, a stop string and the
     # end-of-generation token included (None where the text is not seen: a passthrough upstream)
     raw_text: str | None = None
+    loop: Loop | None = None  # the loop the guard ended the answer at (finish_reason "length")
 
 
 # what `serve` may set defaults for (Limits.sampling_defaults), as may a model (models/sampling.py)
-SAMPLING_DEFAULTS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty")
+SAMPLING_DEFAULTS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "dry_multiplier")
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,7 @@ class Limits:
     # sampling for requests that set none of it (agents such as Codex and Claude Code send no
     # temperature): field name -> value, e.g. {"temperature": 0.0}
     sampling_defaults: dict[str, float] = field(default_factory=dict)
+    loop_guard: bool = True  # end answers that have become one span repeated (serving/loops.py); off: --no-loop-guard
 
 
 class Admits(Protocol):
@@ -295,7 +300,8 @@ class Pipeline:
         stop_when: Callable[[], bool] | None = None,
     ) -> AsyncIterator[Piece | Finish]:
         """Stream one choice: Pieces of safe text, then one Finish. `stop_when`, asked after each
-        Piece, ends the choice ("stop") when what read the pieces has seen enough."""
+        Piece, ends the choice ("stop") when what read the pieces has seen enough; the loop
+        guard ends it ("length") where it has become a loop."""
         loop = asyncio.get_running_loop()
         started = loop.time()
         timeout = self.limits.request_timeout
@@ -309,6 +315,8 @@ class Pipeline:
         first = last = None
         finish = None
         eog = ""
+        guard = LoopGuard() if self.limits.loop_guard and params.loop_guard else None
+        looped = None
 
         self._active.add(gen)
         try:
@@ -331,6 +339,10 @@ class Pipeline:
                 if stopper.stopped or (stop_when is not None and stop_when()):
                     finish = "stop"
                     break
+                if guard is not None and (looped := guard.feed(event.token_id)) is not None:
+                    log.info("%s: answer ended by the loop guard: %s", self.model_id, looped.describe())
+                    finish = "length"
+                    break
             flushed = utf8.flush()
             raw.append(flushed)
             if not stopper.stopped:
@@ -348,7 +360,7 @@ class Pipeline:
         usage = Usage(gen.prompt_tokens, produced, gen.cached_tokens)
         done = Finish(
             finish, usage, None if first is None else first - started, 0.0 if first is None else (last or first) - first,
-            stopper.matched, "".join(raw) + eog,
+            stopper.matched, "".join(raw) + eog, looped,
         )
         for observe in self.observers:
             observe(done)
