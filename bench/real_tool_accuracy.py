@@ -28,12 +28,13 @@ the other with 2 threads, a 4096-token context and one sequence.
 
     python bench/real_tool_accuracy.py [--model PATH] [--modes auto,required] [--only CATEGORY,...]
                                        [--skip-llama-server] [--skip-toolserve]
-                                       [--peer NAME=URL] [--dump FILE]
+                                       [--peer NAME=URL] [--variant NAME=FLAGS] [--dump FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -313,6 +314,8 @@ def main() -> None:
     ap.add_argument("--skip-llama-server", action="store_true")
     ap.add_argument("--skip-toolserve", action="store_true")
     ap.add_argument("--peer", action="append", default=[], help="NAME=URL of another running OpenAI-compatible server")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="NAME=FLAGS: also toolserve with these serve flags, e.g. 'no loop defaults=--dry-multiplier 0 --repetition-penalty 1'")
     ap.add_argument("--dump", default="")
     args = ap.parse_args()
     if args.model:
@@ -325,9 +328,9 @@ def main() -> None:
     categories = [c for c in args.only.split(",") if c]
     cases = [c for c in CASES if c.category in categories]
 
-    def toolserve(port: int) -> list[str]:
+    def toolserve(port: int, extra: tuple[str, ...] = ()) -> list[str]:
         return [sys.executable, "-m", "toolserve.cli", "serve", "--port", str(port), "--log-level", "warning",
-                "--threads", "2", "--ctx-size", "4096", "--parallel", "1", "--model", model]
+                "--threads", "2", "--ctx-size", "4096", "--parallel", "1", "--model", model, *extra]
 
     def llama(port: int) -> list[str]:
         binary = llama_server.binaries()["llama-server"]
@@ -335,7 +338,11 @@ def main() -> None:
 
     results: dict[str, dict[tuple[str, str], Tally]] = {}
     dump: list[dict] = []
-    for name, make, skip in [("toolserve", toolserve, args.skip_toolserve), ("llama-server --jinja", llama, args.skip_llama_server)]:
+    servers = [("toolserve", toolserve, args.skip_toolserve), ("llama-server --jinja", llama, args.skip_llama_server)]
+    for variant in args.variant:
+        label, _, flags = variant.partition("=")
+        servers.append((f"toolserve {label}", functools.partial(toolserve, extra=tuple(flags.split())), False))
+    for name, make, skip in servers:
         if skip:
             continue
         port = free_port()
