@@ -16,6 +16,7 @@ from toolserve.models.sampling import (
     LOOP_SOURCE,
     PROTOCOL,
     Default,
+    fill,
     from_gguf,
     model_defaults,
 )
@@ -70,6 +71,16 @@ def test_a_local_model_ends_loops_unless_it_or_a_flag_says_otherwise() -> None:
     own = model_defaults({"general.sampling.penalty_repeat": 1.0}, local=True)["repetition_penalty"]
     assert own == Default(1.0, "gguf general.sampling.penalty_repeat")  # the model's own wins
     assert model_defaults({})["dry_multiplier"].value == 0.0  # an upstream: its own server's sampling
+
+
+def test_tools_and_json_get_dry_without_the_penalty() -> None:
+    local = model_defaults({}, local=True, bundled=True)
+    assert fill(local) == {"temperature": 0.2, "top_p": 0.9, **LOOP}
+    calls = fill(local, free_text=False)
+    assert calls == {"temperature": 0.2, "top_p": 0.9, "dry_multiplier": LOOP["dry_multiplier"]}
+    # a penalty the model or the server asks for is theirs, tools or not
+    flagged = model_defaults({}, local=True, flags={"repetition_penalty": 1.2})
+    assert fill(flagged, free_text=False)["repetition_penalty"] == 1.2
 
 
 def test_the_bundled_model_is_known_by_its_file_not_its_path(tmp_path: Path) -> None:

@@ -253,7 +253,8 @@ async def start_conversation(registry: ModelRegistry, req: ChatRequest) -> Conve
                 check_caps(req, pipe.limits)  # before any image is fetched or decoded
                 images = await pipe.encode_images([(im.where, im.url) for im in req.images])
                 # rendering and tokenizing a long conversation takes a while: not on the event loop
-                conv = await asyncio.to_thread(Conversation, pipe, with_defaults(req, pipe.sampling_fill()), images)
+                free_text = not req.options.calls_allowed and req.response_schema is None
+                conv = await asyncio.to_thread(Conversation, pipe, with_defaults(req, pipe.sampling_fill(free_text=free_text)), images)
                 conv.ticket = pipe.admit()
                 return conv
         if not isinstance(entry, ChatBackend):

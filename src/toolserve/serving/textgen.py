@@ -37,7 +37,7 @@ class TextRun:
     def __init__(self, pipe: Pipeline, req: TextRequest):
         check_counts(pipe.limits, req.names, stops=len(req.stops))
         n_ctx = context_size(pipe, req.context_limit, req.names["context_limit"])
-        params = fill_sampling(req.sampling, pipe.sampling_fill(), req.given)
+        params = fill_sampling(req.sampling, pipe.sampling_fill(free_text=req.schema is None), req.given)
         constraint = pipe.constraint("", ChatOptions(), req.schema) if req.schema is not None else None
         params = dataclasses.replace(params, max_tokens=req.max_tokens or n_ctx, constraint=constraint)
         self.params = pipe.fit(req.prompt, params, param=req.names["prompt"], n_ctx=n_ctx)
