@@ -38,6 +38,8 @@ from toolserve.serving.pipeline import SAMPLING_DEFAULTS, Limits
 if TYPE_CHECKING:
     from toolserve.serving.registry import ModelRegistry, UpstreamModel
 
+Container = argparse._ActionsContainer  # a parser or one of its argument groups: where a flag is listed
+
 
 # request caps: Limits fields, each a `serve` flag of the same name
 CAPS = {
@@ -62,7 +64,7 @@ def _checked(parse: Callable[[object], object]) -> Callable[[str], object]:
     return check
 
 
-def _placement_flags(p: argparse.ArgumentParser, d: ModelConfig) -> None:
+def _placement_flags(p: Container, d: ModelConfig) -> None:
     p.add_argument("--gpu-layers", "-ngl", type=_checked(parse_gpu_layers), default=env_default("gpu_layers", d.gpu_layers), help="layers on the GPU: a number, all, or auto (default: auto, all that fit; 0 where llama.cpp was built without a GPU backend)")
     p.add_argument("--main-gpu", type=_checked(parse_main_gpu), default=env_default("main_gpu", d.main_gpu), help="the GPU (index) of the whole model with --split-mode none")
     p.add_argument("--split-mode", type=_checked(parse_split_mode), default=env_default("split_mode", d.split_mode), help="how a model spreads over several GPUs: none (one GPU), layer (default: whole layers per GPU) or row (rows of each weight)")
@@ -70,33 +72,39 @@ def _placement_flags(p: argparse.ArgumentParser, d: ModelConfig) -> None:
     p.add_argument("--no-kv-offload", action="store_true", default=env_default("no_kv_offload", d.no_kv_offload), help="keep the KV cache in RAM instead of on the GPU")
 
 
-def _model_flags(p: argparse.ArgumentParser) -> None:
+def _model_flags(p: Container, engine: Container | None = None) -> None:
+    """What to load, on `p`; how it runs (threads, caches, GPU placement, the engine process)
+    on `engine` (default: `p` too)."""
     d = ModelConfig()
+    engine = p if engine is None else engine
     p.add_argument("--model", default=env_default("model", d.model), help="GGUF file or model reference: owner/repo[:QUANT] or hf://owner/repo/FILE.gguf (Hugging Face), ollama:NAME[:TAG], lmstudio:owner/repo[/FILE] (default: bundled SmolLM2-135M-Instruct)")
     p.add_argument("--model-alias", default=env_default("model_alias", d.model_alias), help="model id for clients (default: the reference's short name, or the file's stem)")
     _hub_flags(p)
     p.add_argument("--ctx-size", type=int, default=env_default("ctx_size", d.ctx_size), help="context length in tokens")
-    p.add_argument("--threads", type=int, default=env_default("threads", d.threads), help="CPU threads (default: all cores)")
-    p.add_argument("--mmproj", default=env_default("mmproj", d.mmproj), help="multimodal projector GGUF for images (default: a *mmproj*.gguf beside the model)")
-    p.add_argument("--parallel", type=int, default=env_default("parallel", d.parallel), help="requests decoded together, batched in one context, each with up to --ctx-size tokens (default: 0, auto: 4 at 4096 tokens, fewer for longer contexts)")
     p.add_argument("--chat-template", default=env_default("chat_template", d.chat_template), help="Jinja chat template file overriding the model's")
     p.add_argument("--tool-format", default=env_default("tool_format", d.tool_format), help="tool-call format id (default: auto, from the chat template)")
-    p.add_argument("--cache-ram", type=int, default=env_default("cache_ram", d.cache_ram), help="MB of RAM for prompt-cache snapshots (0: off)")
-    p.add_argument("--cache-type-k", default=env_default("cache_type_k", d.cache_type_k), choices=sorted(KV_TYPE_NAMES), help="KV cache type for K")
-    p.add_argument("--cache-type-v", default=env_default("cache_type_v", d.cache_type_v), choices=sorted(KV_TYPE_NAMES), help="KV cache type for V (quantised types turn on flash attention)")
-    p.add_argument("--flash-attn", default=env_default("flash_attn", d.flash_attn), choices=["auto", "on", "off"], help="flash attention (default: auto, llama.cpp's choice; a quantised V cache needs it on)")
-    p.add_argument("--speculative", default=env_default("speculative", d.speculative), choices=["auto", "on", "off", "history"], help="speculative decoding from the prompt: draft tokens by n-gram lookup in each request's own context, verified in the same batch (default: auto, only where it pays: a step with one decoding request); history: as on, and also from earlier answers (faster for requests asked again, but the same greedy or seeded request may then answer differently at a near-tie); a request's `speculative` field overrides it")
-    _placement_flags(p, d)
-    p.add_argument("--no-repack", action="store_true", default=env_default("no_repack", d.no_repack), help="never repack weights into llama.cpp's extra buffer types (default: repack unless a check on this host finds it faults)")
-    p.add_argument("--embeddings", action="store_true", default=env_default("embeddings", d.embeddings), help="also serve POST /v1/embeddings from this model (a llama context of its own; beside an engine process, on the file loaded again in the server)")
-    p.add_argument("--engine-process", action=argparse.BooleanOptionalAction, default=env_default("engine_process", d.engine_process), help="run the model in an engine process of its own, restarted when it dies or hangs (default: on; --no-engine-process runs it in a thread of the server)")
-    p.add_argument("--engine-timeout", type=float, default=env_default("engine_timeout", d.engine_timeout), help="seconds an engine process may go without a step while requests run before it is killed and restarted")
+    p.add_argument("--mmproj", default=env_default("mmproj", d.mmproj), help="multimodal projector GGUF for images (default: a *mmproj*.gguf beside the model)")
     p.add_argument("--lora", metavar="PATH[:SCALE]", action="append", type=_checked(lambda text: parse_lora(str(text), "--lora")), default=[], help="apply a LoRA adapter GGUF to the model (scale default 1); repeatable")
     p.add_argument("--lora-model", dest="lora_models", metavar="NAME=PATH[:SCALE]", action="append", type=_checked(lambda text: parse_lora_model(str(text), "--lora-model")), default=[], help="also serve the model with this adapter as model NAME (the base weights are shared); repeatable")
-    p.add_argument("--log-level", default=env_default("log_level", ServerConfig.log_level), choices=["debug", "info", "warning", "error"])
+    p.add_argument("--embeddings", action="store_true", default=env_default("embeddings", d.embeddings), help="also serve POST /v1/embeddings from this model (a llama context of its own; beside an engine process, on the file loaded again in the server)")
+    engine.add_argument("--threads", type=int, default=env_default("threads", d.threads), help="CPU threads (default: all cores)")
+    engine.add_argument("--parallel", type=int, default=env_default("parallel", d.parallel), help="requests decoded together, batched in one context, each with up to --ctx-size tokens (default: 0, auto: 4 at 4096 tokens, fewer for longer contexts)")
+    engine.add_argument("--cache-ram", type=int, default=env_default("cache_ram", d.cache_ram), help="MB of RAM for prompt-cache snapshots (0: off)")
+    engine.add_argument("--cache-type-k", default=env_default("cache_type_k", d.cache_type_k), choices=sorted(KV_TYPE_NAMES), help="KV cache type for K")
+    engine.add_argument("--cache-type-v", default=env_default("cache_type_v", d.cache_type_v), choices=sorted(KV_TYPE_NAMES), help="KV cache type for V (quantised types turn on flash attention)")
+    engine.add_argument("--flash-attn", default=env_default("flash_attn", d.flash_attn), choices=["auto", "on", "off"], help="flash attention (default: auto, llama.cpp's choice; a quantised V cache needs it on)")
+    engine.add_argument("--speculative", default=env_default("speculative", d.speculative), choices=["auto", "on", "off", "history"], help="speculative decoding from the prompt: draft tokens by n-gram lookup in each request's own context, verified in the same batch (default: auto, only where it pays: a step with one decoding request); history: as on, and also from earlier answers (faster for requests asked again, but the same greedy or seeded request may then answer differently at a near-tie); a request's `speculative` field overrides it")
+    _placement_flags(engine, d)
+    engine.add_argument("--no-repack", action="store_true", default=env_default("no_repack", d.no_repack), help="never repack weights into llama.cpp's extra buffer types (default: repack unless a check on this host finds it faults)")
+    engine.add_argument("--engine-process", action=argparse.BooleanOptionalAction, default=env_default("engine_process", d.engine_process), help="run the model in an engine process of its own, restarted when it dies or hangs (default: on; --no-engine-process runs it in a thread of the server)")
+    engine.add_argument("--engine-timeout", type=float, default=env_default("engine_timeout", d.engine_timeout), help="seconds an engine process may go without a step while requests run before it is killed and restarted")
 
 
-def _hub_flags(p: argparse.ArgumentParser) -> None:
+def _log_flag(p: Container) -> None:
+    p.add_argument("--log-level", default=env_default("log_level", ServerConfig.log_level), choices=["debug", "info", "warning", "error"], help="least important log lines shown (default: %(default)s)")
+
+
+def _hub_flags(p: Container) -> None:
     p.add_argument("--offline", action="store_true", default=env_default("offline", False), help="use only models already on disk: nothing is downloaded (also HF_HUB_OFFLINE=1)")
     p.add_argument("--hf-token", metavar="TOKEN", default=env_default("hf_token", None), help="Hugging Face token for gated and private repos (default: HF_TOKEN, or the token `hf auth login` stored)")
 
@@ -109,7 +117,7 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
     return ModelConfig(**values)
 
 
-def _upstream_flags(p: argparse.ArgumentParser) -> None:
+def _upstream_flags(p: Container) -> None:
     d = UpstreamConfig(url="")
     p.add_argument("--config", metavar="FILE", default=env_default("config", None), help="YAML file listing several models, local and upstream (see README); replaces --model and --upstream")
     p.add_argument("--upstream", metavar="URL", default=env_default("upstream", None), help="serve a model of another OpenAI-compatible server (vLLM, SGLang, llama.cpp, toolserve) instead of a local GGUF")
@@ -121,51 +129,70 @@ def _upstream_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--upstream-insecure", action="store_true", default=env_default("upstream_insecure", False), help="do not verify the upstream's TLS certificate")
 
 
+SERVE_ABOUT = "toolserve serve: an OpenAI, Anthropic and Ollama-compatible server on one model or several; start with no flags for the bundled model"
+SERVE_NOTE = "Most flags also take their default from the environment: TOOLSERVE_ and the flag's name in capitals, - as _ (TOOLSERVE_PORT=8080, TOOLSERVE_NO_WEB=1)."
+SAMPLING_NOTE = "For requests that send none. Default: the model's own: its GGUF's general.sampling.* keys, its Ollama parameters, the bundled model's card; else, for a local model, toolserve's loop-ending repetition_penalty 1.1 and dry_multiplier 0.8; else the protocol's: temperature 1.0, the rest off."
+
+
+def _serve_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`serve`'s flags in groups, in the order a reader looks for them (parsing is as flat)."""
+    serve = sub.add_parser("serve", help="serve a model over HTTP: OpenAI chat completions and Responses, Anthropic Messages, Ollama", usage="%(prog)s [FLAG ...]", description=SERVE_ABOUT, epilog=SERVE_NOTE)
+    model = serve.add_argument_group("model", "what to load: the model, its template and adapters, embedding and rerank models beside it")
+    server = serve.add_argument_group("server and security", "where it listens, who may call, what requests may fetch, what it logs")
+    limits = serve.add_argument_group("limits", "the largest requests accepted, and how many may wait")
+    engine = serve.add_argument_group("engine and memory", "threads, batching, caches, GPU placement, the engine process")
+    sampling = serve.add_argument_group("sampling defaults", SAMPLING_NOTE)
+    upstream = serve.add_argument_group("upstream", "several models from a file, or a model of another OpenAI-compatible server")
+    mcp = serve.add_argument_group("MCP", "MCP servers as tools of the Responses API")
+    _model_flags(model, engine)
+    model.add_argument("--embedding-model", metavar="PATH|REFERENCE", action="append", default=[m for m in [env_default("embedding_model", None)] if m], help="an embedding GGUF (BERT-like, pooling in its header) served for /v1/embeddings only, as the id of its file stem; repeatable")
+    model.add_argument("--rerank-model", metavar="PATH|REFERENCE", action="append", default=[m for m in [env_default("rerank_model", None)] if m], help="a reranker GGUF (bge-reranker, Qwen3-Reranker, jina-reranker: a classification head) served for /v1/rerank only, as the id of its file stem; repeatable")
+    server.add_argument("--host", default=env_default("host", ServerConfig.host), help="address to listen on (default: %(default)s)")
+    server.add_argument("--port", type=int, default=env_default("port", ServerConfig.port), help="port to listen on (default: %(default)s)")
+    server.add_argument("--api-key", default=env_default("api_key", ServerConfig.api_key), help="require 'Authorization: Bearer KEY' (or 'x-api-key: KEY') on /v1 routes")
+    server.add_argument("--cors-origins", default=env_default("cors_origins", ServerConfig.cors_origins), help="comma-separated allowed browser origins (default: localhost pages only)")
+    server.add_argument("--model-map", metavar="PATTERN=ID", action="append", default=[m for m in [env_default("model_map", None)] if m], help="serve requests for model names matching PATTERN (fnmatch, e.g. 'claude-*') with model ID; repeatable")
+    server.add_argument("--no-web", action="store_true", default=env_default("no_web", False), help="do not serve the chat page at /")
+    server.add_argument("--allow-image-urls", action="store_true", default=env_default("allow_image_urls", False), help="fetch http(s) image URLs in requests (public addresses only)")
+    server.add_argument("--allow-private-urls", action="store_true", default=env_default("allow_private_urls", False), help="with --allow-image-urls or --allow-mcp: also loopback and private addresses")
+    server.add_argument("--allow-image-files", metavar="DIR", default=env_default("allow_image_files", None), help="read image files named in requests, only under DIR")
+    _log_flag(server)
+    server.add_argument("--log-prompts", action="store_true", default=env_default("log_prompts", False), help="log each rendered prompt (off: logs never hold prompt text)")
+    server.add_argument("--shutdown-grace", type=float, default=env_default("shutdown_grace", ServerConfig.shutdown_grace), help="seconds in-flight requests get to finish on SIGTERM/SIGINT")
+    for cap, what in CAPS.items():
+        limits.add_argument("--" + cap.replace("_", "-"), type=int, default=env_default(cap, getattr(Limits, cap)), help=f"largest {what} accepted")
+    limits.add_argument("--max-image-mb", type=int, default=env_default("max_image_mb", ImagePolicy.max_bytes // 2**20), help="largest encoded image accepted")
+    limits.add_argument("--max-image-pixels", type=int, default=env_default("max_image_pixels", ImagePolicy.max_pixels), help="largest image (width x height) accepted")
+    limits.add_argument("--max-body-mb", type=int, default=env_default("max_body_mb", ServerConfig.max_body_mb), help="largest request body accepted")
+    limits.add_argument("--max-queue", type=int, default=env_default("max_queue", Limits.max_queue), help="requests that may wait behind the running one; more get 429")
+    limits.add_argument("--request-timeout", type=float, default=env_default("request_timeout", 0.0), help="seconds a request may take in all (0: no limit)")
+    engine.add_argument("--no-core-shares", action="store_true", default=env_default("no_core_shares", False), help="local engines (models, embeddings) busy at once keep all their threads even when those add up to more than the cores (by default they share the cores)")
+    for name in SAMPLING_DEFAULTS:
+        kind = int if name == "top_k" else float
+        flags = ["--" + name.replace("_", "-"), *(["--repeat-penalty"] if name == "repetition_penalty" else [])]  # llama.cpp's name too
+        sampling.add_argument(*flags, dest=name, type=kind, default=env_default(name, None), help=f"{name} for requests that send none (default: see above)")
+    sampling.add_argument("--no-loop-guard", action="store_true", default=env_default("no_loop_guard", False), help="let an answer that has become one short span repeated run on to max_tokens (default: it ends there, finish_reason length; a request's loop_guard: false does the same for one request)")
+    _upstream_flags(upstream)
+    mcp.add_argument("--mcp-config", metavar="FILE", default=env_default("mcp_config", None), help="MCP servers (the mcpServers JSON of Claude Desktop, Cursor, LM Studio) a Responses request may name by label; stdio servers start only from here")
+    mcp.add_argument("--allow-mcp", action="store_true", default=env_default("allow_mcp", False), help="connect to MCP servers that Responses requests name by server_url (public addresses only unless --allow-private-urls)")
+    mcp.add_argument("--mcp-timeout", type=float, default=env_default("mcp_timeout", 30.0), help="seconds one MCP operation (connect, list tools, a call) may take")
+    mcp.add_argument("--mcp-max-output", type=int, default=env_default("mcp_max_output", 100_000), help="characters of an MCP call's output the model reads (the rest is cut)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolserve", description="A local OpenAI-compatible LLM server.")
     parser.add_argument("--version", action="version", version=f"toolserve {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    serve = sub.add_parser("serve", help="serve a model over HTTP: OpenAI chat completions and Responses, Anthropic Messages, Ollama")
-    _model_flags(serve)
-    serve.add_argument("--host", default=env_default("host", ServerConfig.host))
-    serve.add_argument("--port", type=int, default=env_default("port", ServerConfig.port))
-    serve.add_argument("--api-key", default=env_default("api_key", ServerConfig.api_key), help="require 'Authorization: Bearer KEY' (or 'x-api-key: KEY') on /v1 routes")
-    serve.add_argument("--model-map", metavar="PATTERN=ID", action="append", default=[m for m in [env_default("model_map", None)] if m], help="serve requests for model names matching PATTERN (fnmatch, e.g. 'claude-*') with model ID; repeatable")
-    serve.add_argument("--cors-origins", default=env_default("cors_origins", ServerConfig.cors_origins), help="comma-separated allowed browser origins (default: localhost pages only)")
-    for name in SAMPLING_DEFAULTS:
-        kind = int if name == "top_k" else float
-        flags = ["--" + name.replace("_", "-"), *(["--repeat-penalty"] if name == "repetition_penalty" else [])]  # llama.cpp's name too
-        serve.add_argument(*flags, dest=name, type=kind, default=env_default(name, None), help=f"{name} for requests that send none (default: the model's own, from its GGUF's general.sampling.* keys, else the protocol's: 1.0 / off)")
-    serve.add_argument("--max-queue", type=int, default=env_default("max_queue", Limits.max_queue), help="requests that may wait behind the running one; more get 429")
-    serve.add_argument("--request-timeout", type=float, default=env_default("request_timeout", 0.0), help="seconds a request may take in all (0: no limit)")
-    serve.add_argument("--shutdown-grace", type=float, default=env_default("shutdown_grace", ServerConfig.shutdown_grace), help="seconds in-flight requests get to finish on SIGTERM/SIGINT")
-    for cap, what in CAPS.items():
-        flag = "--" + cap.replace("_", "-")
-        serve.add_argument(flag, type=int, default=env_default(cap, getattr(Limits, cap)), help=f"largest {what} accepted")
-    serve.add_argument("--allow-image-urls", action="store_true", default=env_default("allow_image_urls", False), help="fetch http(s) image URLs in requests (public addresses only)")
-    serve.add_argument("--allow-private-urls", action="store_true", default=env_default("allow_private_urls", False), help="with --allow-image-urls or --allow-mcp: also loopback and private addresses")
-    serve.add_argument("--allow-image-files", metavar="DIR", default=env_default("allow_image_files", None), help="read image files named in requests, only under DIR")
-    serve.add_argument("--max-image-mb", type=int, default=env_default("max_image_mb", ImagePolicy.max_bytes // 2**20), help="largest encoded image accepted")
-    serve.add_argument("--max-image-pixels", type=int, default=env_default("max_image_pixels", ImagePolicy.max_pixels), help="largest image (width x height) accepted")
-    # MCP servers as tools of the Responses API (toolserve/mcp, api/responses_mcp.py)
-    serve.add_argument("--mcp-config", metavar="FILE", default=env_default("mcp_config", None), help="MCP servers (the mcpServers JSON of Claude Desktop, Cursor, LM Studio) a Responses request may name by label; stdio servers start only from here")
-    serve.add_argument("--allow-mcp", action="store_true", default=env_default("allow_mcp", False), help="connect to MCP servers that Responses requests name by server_url (public addresses only unless --allow-private-urls)")
-    serve.add_argument("--mcp-timeout", type=float, default=env_default("mcp_timeout", 30.0), help="seconds one MCP operation (connect, list tools, a call) may take")
-    serve.add_argument("--mcp-max-output", type=int, default=env_default("mcp_max_output", 100_000), help="characters of an MCP call's output the model reads (the rest is cut)")
-    _upstream_flags(serve)
-    serve.add_argument("--log-prompts", action="store_true", default=env_default("log_prompts", False), help="log each rendered prompt (off: logs never hold prompt text)")
-    serve.add_argument("--no-web", action="store_true", default=env_default("no_web", False), help="do not serve the chat page at /")
-    serve.add_argument("--embedding-model", metavar="PATH|REFERENCE", action="append", default=[m for m in [env_default("embedding_model", None)] if m], help="an embedding GGUF (BERT-like, pooling in its header) served for /v1/embeddings only, as the id of its file stem; repeatable")
-    serve.add_argument("--rerank-model", metavar="PATH|REFERENCE", action="append", default=[m for m in [env_default("rerank_model", None)] if m], help="a reranker GGUF (bge-reranker, Qwen3-Reranker, jina-reranker: a classification head) served for /v1/rerank only, as the id of its file stem; repeatable")
-    serve.add_argument("--no-core-shares", action="store_true", default=env_default("no_core_shares", False), help="local engines (models, embeddings) busy at once keep all their threads even when those add up to more than the cores (by default they share the cores)")
-    serve.add_argument("--max-body-mb", type=int, default=env_default("max_body_mb", ServerConfig.max_body_mb), help="largest request body accepted")
+    _serve_parser(sub)
     chat = sub.add_parser("chat", help="chat with the model in the terminal")
-    _model_flags(chat)
+    _model_flags(chat.add_argument_group("model"), chat.add_argument_group("engine and memory"))
+    _log_flag(chat)
     chat.add_argument("--system", default=None, help="system prompt")
     chat.add_argument("--max-tokens", type=int, default=512)
     chat.add_argument("--temperature", type=float, default=None, help="default: the model's own (its GGUF's general.sampling.temp), else 1.0")
     run = sub.add_parser("run", help="answer one prompt on stdout")
-    _model_flags(run)
+    _model_flags(run.add_argument_group("model"), run.add_argument_group("engine and memory"))
+    _log_flag(run)
     run.add_argument("prompt")
     run.add_argument("--system", default=None, help="system prompt")
     run.add_argument("--max-tokens", type=int, default=512)
@@ -233,6 +260,7 @@ def _serve(args: argparse.Namespace) -> int:
         request_timeout=args.request_timeout or None,
         **{cap: getattr(args, cap) for cap in CAPS},
         sampling_defaults={k: getattr(args, k) for k in SAMPLING_DEFAULTS if getattr(args, k) is not None},
+        loop_guard=not args.no_loop_guard,
         images=ImagePolicy(
             allow_urls=args.allow_image_urls,
             allow_private_urls=args.allow_private_urls,
@@ -276,11 +304,8 @@ def _serve(args: argparse.Namespace) -> int:
             # uvicorn re-raises the signal after a graceful stop; a finished drain exits 0
             getattr(self, "_captured_signals", []).clear()
 
-    names = ", ".join([*registry.ids(), *(m.id for m in embedders), *(m.id for m in rerankers)]) or "the upstream's model"
-    root = f"http://{f'[{args.host}]' if ':' in args.host else args.host}:{args.port}"
-    print(f"toolserve: serving {names} on {root}/v1", file=sys.stderr, flush=True)
-    if not args.no_web:
-        print(f"toolserve: chat page at {root}/", file=sys.stderr, flush=True)
+    for line in startup_lines(args, registry.ids(), [m.id for m in embedders], [m.id for m in rerankers]):
+        print(line, file=sys.stderr, flush=True)
     try:
         Server(config).run(sockets=[sock])
     finally:
@@ -288,6 +313,16 @@ def _serve(args: argparse.Namespace) -> int:
         for e in [*(m.embedder for m in embedders), *(m.embedder for m in rerankers)]:
             e.close()
     return 0
+
+
+def startup_lines(args: argparse.Namespace, chat: Sequence[str], embedding: Sequence[str], rerank: Sequence[str]) -> list[str]:
+    """What `serve` says once loaded: the models, and the address of each protocol and the page."""
+    names = [*(chat or ["the upstream's model"]), *(f"{m} (embeddings)" for m in embedding), *(f"{m} (rerank)" for m in rerank)]
+    what = f"{'models' if len(names) > 1 else 'model'} {', '.join(names)}" if chat else ", ".join(names)
+    root = f"http://{f'[{args.host}]' if ':' in args.host else args.host}:{args.port}"
+    rows = [("OpenAI API", "/v1"), ("Anthropic API", "/v1/messages"), ("Ollama API", "/api"), *([("chat page", "/")] if not args.no_web else [])]
+    key = " (API key required)" if args.api_key else ""
+    return [f"toolserve: serving {what} on {root}{key}", *(f"toolserve:   {name:<13}  {root}{path}" for name, path in rows)]
 
 
 def _upstream_model(cfg: UpstreamConfig, alias: str | None, limits: Limits) -> UpstreamModel:

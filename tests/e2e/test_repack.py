@@ -1,5 +1,5 @@
 """A host whose repacked kernels fault (Intel AMX inside some VMs): the server checks at start,
-loads with repacking off, says so in one log line, and answers. A host where the check passes
+loads with repacking off, says so in one calm INFO line, and answers. A host where the check passes
 keeps repacking. The check's child is made to fault (or pass) through its test switch, so this
 runs the same on any host."""
 
@@ -31,7 +31,7 @@ def remembered(cache: Path) -> list[dict[str, object]]:
 
 
 def test_faulting_host_serves_with_repacking_off(tmp_path: Path) -> None:
-    srv = Server(["--ctx-size", "512"], env={"TOOLSERVE_CACHE_DIR": str(tmp_path), PROBE_ENV: "SEGV"})
+    srv = Server(["--ctx-size", "512", "--log-level", "info"], env={"TOOLSERVE_CACHE_DIR": str(tmp_path), PROBE_ENV: "SEGV"})
     try:
         model = card(srv)
         assert model["toolserve"]["weight_repacking"] is False  # type: ignore[index]
@@ -40,9 +40,12 @@ def test_faulting_host_serves_with_repacking_off(tmp_path: Path) -> None:
         assert r.choices[0].message.content and r.usage and r.usage.prompt_tokens > 1  # a batch of many tokens ran
     finally:
         srv.stop()
-    lines = [line for line in srv.stderr_text().splitlines() if "repacking" in line]
-    assert len(lines) == 1, srv.stderr_text()
-    assert "weight repacking off: a test evaluation with repacked weights died with SIGSEGV on this CPU" in lines[0]
+    text = srv.stderr_text()
+    lines = [line for line in text.splitlines() if "toolserve.engine.repack" in line]
+    assert len(lines) == 1, text
+    # a fault is what some CPUs do, and the fallback works: one calm INFO line, no alarm
+    assert " INFO toolserve.engine.repack: weights stay in llama.cpp's default layout on this host (the repack check faulted" in lines[0]
+    assert "WARNING" not in text and "SIGSEGV" not in text, text
     (entry,) = remembered(tmp_path)
     assert entry["works"] is False and "SIGSEGV" in str(entry["reason"])
 

@@ -44,7 +44,7 @@ def test_page_headers_and_assets(web_server: Server) -> None:
     missing = httpx.get(f"{web_server.url}/web/../cli.py")
     assert missing.status_code == 404
     assert httpx.get(f"{web_server.url}/web/nope.js").json()["error"]["code"] == "not_found"
-    assert f"toolserve: chat page at {web_server.url}/" in web_server.stderr_text()
+    assert f"toolserve:   chat page      {web_server.url}/" in web_server.stderr_text().splitlines()
 
 
 def test_a_message_streams_an_answer_with_its_numbers(chat: ChatPage) -> None:

@@ -36,6 +36,10 @@ TIMEOUT_S = 120.0
 # evaluating. Part of the cache key, so such an answer never stands for the real host.
 PROBE_ENV = "TOOLSERVE_REPACK_PROBE"
 PROMPT = b"The quick brown fox jumps over the lazy dog, and then it runs far away."
+DIED = "a test evaluation with repacked weights died with "
+# the signals of a CPU that refuses the repacked kernels' instructions (AMX tiles in some VMs):
+# an expected, handled answer; any other failure of the check is unexpected
+CPU_FAULTS = ("SIGSEGV", "SIGILL", "SIGBUS")
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,7 @@ def _describe(rc: int, stderr: str) -> str:
             name = signal.Signals(-rc).name
         except ValueError:
             name = f"signal {-rc}"
-        return f"a test evaluation with repacked weights died with {name}"
+        return DIED + name
     last = next((line.strip() for line in reversed(stderr.splitlines()) if line.strip()), "no message")
     return f"the test evaluation exited with status {rc}: {last[:200]}"
 
@@ -163,7 +167,8 @@ def check_repack(probe_model: str, *, probe: Callable[[str], tuple[RepackCheck, 
 
 def decide_repack(no_repack: bool, probe_model: str) -> bool:
     """Whether to load with repacking: off when asked, else as the host check says, with one
-    log line when it is off and why."""
+    log line when it is off: INFO where the check's child faulted as some CPUs make it (the
+    fallback works), WARNING where the check failed some other way."""
     if no_repack:
         log.info("weight repacking off (--no-repack)")
         return False
@@ -172,6 +177,10 @@ def decide_repack(no_repack: bool, probe_model: str) -> bool:
     if check.works:
         log.debug("weight repacking on: %s (%s)", check.reason, took)
         return True
+    if check.reason.removeprefix(DIED) in CPU_FAULTS:  # remembered answers too: the same words
+        log.info("weights stay in llama.cpp's default layout on this host (the repack check faulted, as it does on some CPUs); --no-repack skips the check")
+        log.debug("repack check: %s (%s; cache %s)", check.reason, took, cache_dir() / CACHE_FILE)
+        return False
     log.warning(
         "weight repacking off: %s on this CPU (%s; cache %s); loading without it, as --no-repack does",
         check.reason, took, cache_dir() / CACHE_FILE,
