@@ -119,7 +119,7 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
 
 def _upstream_flags(p: Container) -> None:
     d = UpstreamConfig(url="")
-    p.add_argument("--config", metavar="FILE", default=env_default("config", None), help="YAML file listing several models, local and upstream (see README); replaces --model and --upstream")
+    p.add_argument("--config", metavar="FILE", default=env_default("config", None), help="YAML file listing several models, local and upstream (see docs/upstreams.md); replaces --model and --upstream")
     p.add_argument("--upstream", metavar="URL", default=env_default("upstream", None), help="serve a model of another OpenAI-compatible server (vLLM, SGLang, llama.cpp, toolserve) instead of a local GGUF")
     p.add_argument("--upstream-api-key", metavar="KEY", default=env_default("upstream_api_key", None), help="API key the upstream wants (sent as a Bearer token)")
     p.add_argument("--upstream-model", metavar="NAME", default=env_default("upstream_model", None), help="the upstream's model name (default: the first it lists); clients see --model-alias or this")

@@ -331,7 +331,7 @@ def _upstream_entry(where: str, d: dict[str, Any], base: Path) -> ModelEntry:
 
 
 def load_models_config(path: str, defaults: ModelConfig | None = None) -> ModelsConfig:
-    """Read a --config YAML file (see README): the models to serve and the memory budget.
+    """Read a --config YAML file (see docs/upstreams.md): the models to serve and the memory budget.
     Relative paths in it are relative to the file. Local models take unset settings
     (ctx_size, threads, parallel, cache_ram, cache types) from `defaults`."""
     import yaml

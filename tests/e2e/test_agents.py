@@ -1,7 +1,7 @@
 """Real agents against a real server on the bundled model: OpenAI's Codex CLI (`codex exec`,
 Responses API), Claude Code (`claude -p`, Messages API) and the OpenAI Agents SDK (its default
 Responses model, with a function tool). The CLIs are installed from the npm registry, pinned,
-into ~/.cache/toolserve-tests/npm on first use. Each is set up as README's section for it says:
+into ~/.cache/toolserve-tests/npm on first use. Each is set up as docs/protocols-and-agents.md says:
 a short system prompt and few tools, since their defaults are larger than SmolLM2's context.
 The agents send no temperature: the server runs with `--temperature 0` as its default, so their
 turns are greedy and repeatable, and the prompt asks for one word, far from any output limit."""

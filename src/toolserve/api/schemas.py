@@ -154,7 +154,7 @@ class ResponseFormat(_Model):
 
 
 class ToolserveOptions(BaseModel):
-    """toolserve's own request extension, `"toolserve": {...}` (README: "Raw output").
+    """toolserve's own request extension, `"toolserve": {...}` (docs/chat-page.md, "Raw output").
     Unknown keys are errors: a misspelt option would otherwise do nothing, silently."""
 
     model_config = ConfigDict(extra="forbid")

@@ -77,7 +77,7 @@ def codex_config(s: Setup) -> Tables:
         ("features",): {"plugins": False, "apps": False, "image_generation": False},
         ("model_providers", "toolserve"): provider,
     }
-    if s.lean:  # README's short setup, as tests/e2e/test_agents.py runs it
+    if s.lean:  # the short setup of docs/protocols-and-agents.md, as tests/e2e/test_agents.py runs it
         tables[()].update({
             "instructions": LEAN_PROMPT, "model_reasoning_summary": "none", "include_permissions_instructions": False,
             "include_environment_context": False, "project_doc_max_bytes": 0,
