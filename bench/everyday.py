@@ -1,8 +1,8 @@
 """Do answers end on their own? The everyday prompts of tests/everyday.py (24: questions, lists,
 a haiku, an email, code, a translation) sent to the bundled model at its default settings, with
-each loop-stopping setting in turn: none (dry_multiplier 0, loop guard off), llama.cpp's DRY
-sampler (toolserve's default, dry_multiplier 0.8), a repetition penalty of 1.1 (llama.cpp's
-default before DRY, with DRY off), and the loop guard alone. Each prompt --runs times (the
+each loop-stopping setting in turn: none (dry_multiplier 0, repetition_penalty 1, loop guard
+off), llama.cpp's DRY sampler alone (dry_multiplier 0.8), a repetition penalty of 1.1 alone, both
+(toolserve's defaults for a local model), the loop guard alone, and the defaults with the guard. Each prompt --runs times (the
 bundled model's card defaults sample at temperature 0.2: each run is another draw), max_tokens
 --max-tokens; printed per setting: answers that ended by themselves, answers over 400 tokens,
 the median and largest length, and the time taken.
@@ -27,11 +27,12 @@ from decode import free_port, start
 from tests.everyday import LIMIT, PROMPTS
 
 SETTINGS: dict[str, dict[str, Any]] = {
-    "none": {"dry_multiplier": 0.0, "loop_guard": False},
-    "DRY 0.8 (default)": {"loop_guard": False},
-    "repetition_penalty 1.1": {"dry_multiplier": 0.0, "repetition_penalty": 1.1, "loop_guard": False},
-    "loop guard only": {"dry_multiplier": 0.0},
-    "DRY + loop guard (default)": {},
+    "none": {"dry_multiplier": 0.0, "repetition_penalty": 1.0, "loop_guard": False},
+    "DRY 0.8": {"repetition_penalty": 1.0, "loop_guard": False},
+    "repetition_penalty 1.1": {"dry_multiplier": 0.0, "loop_guard": False},
+    "penalty + DRY": {"loop_guard": False},
+    "loop guard only": {"dry_multiplier": 0.0, "repetition_penalty": 1.0},
+    "default (penalty + DRY + guard)": {},
 }
 
 
@@ -60,7 +61,7 @@ def main() -> None:
                         ended += r["choices"][0]["finish_reason"] == "stop"
                 took = time.monotonic() - started
                 over = sum(n > LIMIT for n in lengths)
-                print(f"{name:28} ended {ended}/{len(lengths)}  over {LIMIT}: {over}  median {statistics.median(lengths):.0f}"
+                print(f"{name:32} ended {ended}/{len(lengths)}  over {LIMIT}: {over}  median {statistics.median(lengths):.0f}"
                       f"  max {max(lengths)}  {took:.0f} s", flush=True)
     finally:
         proc.terminate()

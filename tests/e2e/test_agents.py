@@ -104,7 +104,11 @@ def test_codex_exec_completes_a_turn(srv: Server, tmp_path: Path, shell: bool) -
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip(), done.stderr[-3000:]  # the model's answer
-    assert "error" not in done.stderr.lower().replace("stream_max_retries", ""), done.stderr[-3000:]
+    # no error of the protocol's; a call the model made that failed to run (SmolLM2 writing to a
+    # session it never opened: codex's tools router logs it as an ERROR and hands the model the
+    # failure) is the model's turn, not the server's
+    ours = [line for line in done.stderr.lower().splitlines() if "codex_core::tools::router" not in line]
+    assert "error" not in "\n".join(ours).replace("stream_max_retries", ""), done.stderr[-3000:]
 
 
 def test_claude_code_completes_a_turn(srv: Server, tmp_path: Path) -> None:
