@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import re
@@ -34,18 +35,26 @@ def bundled_model() -> Path:
 
 def is_bundled_file(path: str | Path) -> bool:
     """The file is the bundled SmolLM2 GGUF, by size and SHA-256 (hashed only when the size
-    matches), whatever its name or folder."""
-    p = Path(path)
+    matches, and once per file as it is: the loader and /v1/models both ask), whatever its name
+    or folder."""
     try:
-        if p.stat().st_size != BUNDLED_SIZE:
-            return False
-        digest = hashlib.sha256()
-        with p.open("rb") as f:
+        st = Path(path).stat()
+    except OSError:
+        return False
+    return st.st_size == BUNDLED_SIZE and _sha256(str(path), st.st_size, st.st_mtime_ns) == BUNDLED_SHA256
+
+
+@functools.lru_cache(maxsize=32)
+def _sha256(path: str, size: int, mtime_ns: int) -> str | None:
+    """The file's SHA-256 (size and mtime key the cache: a file changed in place is hashed again)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
             while block := f.read(1 << 20):
                 digest.update(block)
     except OSError:
-        return False
-    return digest.hexdigest() == BUNDLED_SHA256
+        return None
+    return digest.hexdigest()
 
 
 def check_gguf(path: str | Path) -> Path:

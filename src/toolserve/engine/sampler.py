@@ -26,6 +26,7 @@ PENALTY_LAST_N = 64  # llama.cpp's default window for repetition/presence/freque
 # and the breakers end a span, so JSON's quotes and colons and new lines never add up
 DRY_BASE, DRY_ALLOWED_LENGTH, DRY_LAST_N = 1.75, 2, 1024  # the answer's last 1024 tokens
 DRY_BREAKERS = ("\n", ":", '"', "*")
+_BREAKERS = (ctypes.c_char_p * len(DRY_BREAKERS))(*(b.encode() for b in DRY_BREAKERS))  # as llama.cpp takes them, built once
 TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)])  # llama_token_data
 
 
@@ -48,8 +49,7 @@ def logprob(logits: np.ndarray, token: int, top_n: int) -> TokenLogprob:
 
 
 def _dry(vocab: Any, multiplier: float) -> Any:
-    breakers = (ctypes.c_char_p * len(DRY_BREAKERS))(*(b.encode() for b in DRY_BREAKERS))
-    return llama_cpp.llama_sampler_init_dry(vocab, multiplier, DRY_BASE, DRY_ALLOWED_LENGTH, DRY_LAST_N, breakers, len(DRY_BREAKERS))
+    return llama_cpp.llama_sampler_init_dry(vocab, multiplier, DRY_BASE, DRY_ALLOWED_LENGTH, DRY_LAST_N, _BREAKERS, len(DRY_BREAKERS))
 
 
 def chain(params: SamplingParams, prompt: list[int], n_vocab: int, vocab: Any = None) -> _internals.LlamaSampler:

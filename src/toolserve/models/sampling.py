@@ -1,10 +1,11 @@
 """Sampling defaults a model brings: what a request gets for a field it does not send.
 
 In order, a later one winning: the protocol's own (temperature 1, the rest off); ours for a
-local model, which end loops (`LOOP`: a repetition penalty and llama.cpp's DRY sampler); the model card's
-recommendation for the bundled SmolLM2 (known by its file's hash, wherever a copy lies); the GGUF's `general.sampling.*` keys (read as
-llama.cpp's common_init_sampler_from_model reads them: the value's text parsed as a number);
-Ollama's parameters of an `ollama:` model; the server's flags (`--temperature` ...).
+local model, which end loops (`LOOP`: a repetition penalty and llama.cpp's DRY sampler); the
+model card's recommendation for the bundled SmolLM2 (known by its file's hash, wherever a copy
+lies); the GGUF's `general.sampling.*` keys (read as llama.cpp's common_init_sampler_from_model
+reads them: the value's text parsed as a number); Ollama's parameters of an `ollama:` model;
+the server's flags (`--temperature` ...).
 Pure: metadata in, `Default`s out.
 """
 

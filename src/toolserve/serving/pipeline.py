@@ -28,7 +28,7 @@ from toolserve.errors import (
 )
 from toolserve.formats.base import Format
 from toolserve.formats.template import MEDIA_MARKER, ChatTemplate
-from toolserve.models.sampling import Default, fill, model_defaults
+from toolserve.models.sampling import FIELDS, Default, fill, model_defaults
 from toolserve.serving.chat import ChatOptions, ChatRenderer, OutputShaper, constraint_for
 from toolserve.serving.fim import Budget, ExtraChunk, FimPrompt, layout, require
 from toolserve.serving.loops import Loop, LoopGuard
@@ -62,7 +62,7 @@ class Finish:
 
 
 # what `serve` may set defaults for (Limits.sampling_defaults), as may a model (models/sampling.py)
-SAMPLING_DEFAULTS = ("temperature", "top_p", "top_k", "min_p", "repetition_penalty", "dry_multiplier")
+SAMPLING_DEFAULTS = FIELDS
 
 
 @dataclass(frozen=True)
