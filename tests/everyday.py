@@ -28,4 +28,24 @@ PROMPTS = (
     "What is the difference between weather and climate?",
     "Give me a recipe for pancakes.",
 )
-LIMIT = 400  # tokens: none of the answers may be longer
+LIMIT = 400  # tokens: none of the answers should be longer
+# short questions with one right answer (a regular expression over the lowercased answer): the
+# loop-ending defaults must not cost right answers (bench/everyday.py --questions)
+QUESTIONS = (
+    ("What is the capital of France? Answer in one word.", "paris"),
+    ("What is the capital of Japan?", "tokyo"),
+    ("What is 2 + 2?", "4|four"),
+    ("Who wrote Romeo and Juliet?", "shakespeare"),
+    ("What color is the sky on a clear day?", "blue"),
+    ("How many days are in a week?", "7|seven"),
+    ("What is the largest planet in the solar system?", "jupiter"),
+    ("What is the boiling point of water in Celsius?", "100"),
+    ("What language is spoken in Spain?", "spanish"),
+    ("What is the chemical symbol for gold?", "au"),
+    ("How many legs does a spider have?", "8|eight"),
+    ("What is the opposite of hot?", "cold"),
+    ("Which animal is known as the king of the jungle?", "lion"),
+    ("What is the freezing point of water in Fahrenheit?", "32"),
+    ("Name the first month of the year.", "january"),
+    ("What do bees make?", "honey"),
+)

@@ -73,6 +73,10 @@ class SamplingParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     dry_multiplier: float = 0.0  # llama.cpp's DRY sampler (engine/sampler.py); 0: off
+    # the penalties count the prompt's last tokens too, as llama.cpp's and vLLM's do; False where
+    # the server chose them (serving/conversation.fill_sampling): a default must not push an answer
+    # away from the words of its question
+    penalize_prompt: bool = True
     seed: int | None = None
     logit_bias: dict[int, float] = field(default_factory=dict)
     logprobs: int | None = None  # None: off; N >= 0: chosen token plus N alternatives

@@ -83,7 +83,8 @@ def test_include_usage(client, model_id: str) -> None:
 
 
 def test_logprobs(client, model_id: str) -> None:
-    r = client.chat.completions.create(model=model_id, messages=Q, max_tokens=10, temperature=0, logprobs=True, top_logprobs=3)
+    greedy = {"repetition_penalty": 1.0, "dry_multiplier": 0.0}  # as the model ranks them: no loop-ending defaults
+    r = client.chat.completions.create(model=model_id, messages=Q, max_tokens=10, temperature=0, logprobs=True, top_logprobs=3, extra_body=greedy)
     entries = r.choices[0].logprobs.content
     assert len(entries) == r.usage.completion_tokens
     assert "".join(e.token for e in entries) == r.choices[0].message.content
@@ -94,7 +95,7 @@ def test_logprobs(client, model_id: str) -> None:
         assert [t.logprob for t in tops] == sorted((t.logprob for t in tops), reverse=True)
         assert tops[0].token == e.token  # greedy picks the most likely token
         assert math.isclose(tops[0].logprob, e.logprob, abs_tol=1e-4)
-    _, _, chunks = stream_text(client, model_id, messages=Q, max_tokens=10, temperature=0, logprobs=True, top_logprobs=3)
+    _, _, chunks = stream_text(client, model_id, messages=Q, max_tokens=10, temperature=0, logprobs=True, top_logprobs=3, extra_body=greedy)
     streamed = [e for c in chunks if c.choices and c.choices[0].logprobs for e in c.choices[0].logprobs.content]
     assert [e.token for e in streamed] == [e.token for e in entries]
 

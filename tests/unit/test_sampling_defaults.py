@@ -7,8 +7,10 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from toolserve.engine.sampler import Sampler
 from toolserve.modelfile import bundled_model
 from toolserve.models.sampling import (
     BUNDLED_SOURCE,
@@ -76,11 +78,41 @@ def test_a_local_model_ends_loops_unless_it_or_a_flag_says_otherwise() -> None:
 def test_tools_and_json_get_dry_without_the_penalty() -> None:
     local = model_defaults({}, local=True, bundled=True)
     assert fill(local) == {"temperature": 0.2, "top_p": 0.9, **LOOP}
-    calls = fill(local, free_text=False)
+    calls = fill(local, prose=False)
     assert calls == {"temperature": 0.2, "top_p": 0.9, "dry_multiplier": LOOP["dry_multiplier"]}
     # a penalty the model or the server asks for is theirs, tools or not
     flagged = model_defaults({}, local=True, flags={"repetition_penalty": 1.2})
-    assert fill(flagged, free_text=False)["repetition_penalty"] == 1.2
+    assert fill(flagged, prose=False)["repetition_penalty"] == 1.2
+
+
+@pytest.mark.parametrize(
+    ("sent", "penalize_prompt"),
+    [
+        (frozenset(), False),  # every penalty the server's: the answer only
+        (frozenset({"repetition_penalty"}), True),  # the client's: llama.cpp's window, prompt included
+        (frozenset({"presence_penalty"}), True),  # one sampler holds all three penalties
+        (frozenset({"temperature"}), False),
+    ],
+)
+def test_a_penalty_the_server_fills_in_counts_the_answer_only(sent: frozenset[str], penalize_prompt: bool) -> None:
+    params = fill_sampling(SamplingParams(max_tokens=8), {"repetition_penalty": 1.1, "dry_multiplier": 0.8}, sent)
+    assert params.penalize_prompt is penalize_prompt
+    assert fill_sampling(SamplingParams(max_tokens=8), {"temperature": 0.2}, frozenset()).penalize_prompt  # no penalty filled
+
+
+@pytest.mark.parametrize("penalize_prompt", [True, False])
+def test_the_prompt_is_in_the_penalty_window_only_when_asked(penalize_prompt: bool) -> None:
+    params = SamplingParams(max_tokens=8, temperature=0.0, repetition_penalty=1.1, penalize_prompt=penalize_prompt)
+    logits = np.zeros(8, dtype=np.float32)
+    logits[3], logits[4] = 1.0, 0.95  # 3 ahead, but not by the penalty's tenth
+    sampler = Sampler(params, prompt=[3], n_vocab=8)
+    try:
+        first, _ = sampler.pick(None, 0, kept=logits)
+        second, _ = sampler.pick(None, 0, kept=logits)
+    finally:
+        sampler.close()
+    assert first == (4 if penalize_prompt else 3)
+    assert second == (3 if penalize_prompt else 4)  # the answer's own token counts either way: 3, or both
 
 
 def test_the_bundled_model_is_known_by_its_file_not_its_path(tmp_path: Path) -> None:

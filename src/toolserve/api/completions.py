@@ -88,7 +88,7 @@ class CompletionRun:
         # an explicit null: up to the end of the context (as llama.cpp and vLLM read it)
         max_tokens = req.max_tokens if req.max_tokens is not None else info.n_ctx
         base = convert.sampling(req, max_tokens=max_tokens, n_vocab=info.n_vocab, logprobs=req.logprobs)
-        base = fill_sampling(base, pipe.sampling_fill(), convert.sampling_sent(req))
+        base = fill_sampling(base, pipe.sampling_fill(prose=False), convert.sampling_sent(req))  # a raw prompt continued
         schema = convert.response_schema(req)
         if schema is not None:  # the grammar starts at the first generated token
             base = dataclasses.replace(base, constraint=pipe.constraint("", ChatOptions(), schema))

@@ -53,8 +53,9 @@ def _dry(vocab: Any, multiplier: float) -> Any:
 
 
 def chain(params: SamplingParams, prompt: list[int], n_vocab: int, vocab: Any = None) -> _internals.LlamaSampler:
-    """llama.cpp's sampler chain for `params`; penalties start from the prompt's last tokens,
-    DRY (given the model's `vocab`) from the answer's first (quoting the prompt is no loop)."""
+    """llama.cpp's sampler chain for `params`; penalties start from the prompt's last tokens
+    (unless `params.penalize_prompt` is off), DRY (given the model's `vocab`) from the answer's
+    first (quoting the prompt is no loop)."""
     s = _internals.LlamaSampler()
     if params.logit_bias:
         s.add_logit_bias(n_vocab, params.logit_bias)
@@ -62,7 +63,7 @@ def chain(params: SamplingParams, prompt: list[int], n_vocab: int, vocab: Any = 
         penalties = llama_cpp.llama_sampler_init_penalties(
             n_vocab, PENALTY_LAST_N, params.repetition_penalty, params.frequency_penalty, params.presence_penalty
         )
-        for tok in prompt[-PENALTY_LAST_N:]:  # penalties see the recent prompt, as in llama.cpp
+        for tok in prompt[-PENALTY_LAST_N:] if params.penalize_prompt else ():  # the recent prompt, as in llama.cpp
             if tok >= 0:  # not an image's stand-in
                 llama_cpp.llama_sampler_accept(penalties, tok)
         llama_cpp.llama_sampler_chain_add(s.sampler, penalties)

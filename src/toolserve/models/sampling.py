@@ -29,8 +29,10 @@ LOOP_SOURCE = "toolserve (ends loops)"
 # ...but the penalty counts every repeated token, a call's quotes and braces and the names and
 # values it copies too: on Qwen2.5-Coder-0.5B it cost 3 of 39 calls under tool_choice auto and
 # 2 of 30 under required (bench/real_tool_accuracy.py --variant). So a request that offers tools
-# or asks for JSON gets DRY alone (its breakers end a span at quotes, colons and new lines)
-FREE_TEXT_ONLY = ("repetition_penalty",)
+# or asks for JSON gets DRY alone (its breakers end a span at quotes, colons and new lines), and so
+# does a raw prompt continued (completions, infill, Ollama's raw or suffix): a list or code goes on
+# with the tokens it has, which the penalty would push away from. The penalty is for prose only.
+PROSE_ONLY = ("repetition_penalty",)
 # llama.cpp's keys (gguf-py's Keys.General.SAMPLING_*) for the fields toolserve's sampler has
 GGUF_KEYS = {
     "general.sampling.temp": "temperature",
@@ -113,12 +115,12 @@ def model_defaults(
     return out
 
 
-def fill(defaults: Mapping[str, Default], *, free_text: bool = True) -> dict[str, float]:
+def fill(defaults: Mapping[str, Default], *, prose: bool = True) -> dict[str, float]:
     """The values a request that sends none of a field gets, other than the protocol's own;
-    `free_text=False` (tools offered, JSON asked for): not our FREE_TEXT_ONLY ones."""
+    `prose=False` (tools offered, JSON asked for, a raw prompt continued): not our PROSE_ONLY ones."""
     return {
         k: d.value for k, d in defaults.items()
-        if d.source != PROTOCOL_SOURCE and (free_text or d.source != LOOP_SOURCE or k not in FREE_TEXT_ONLY)
+        if d.source != PROTOCOL_SOURCE and (prose or d.source != LOOP_SOURCE or k not in PROSE_ONLY)
     }
 
 

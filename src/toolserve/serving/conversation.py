@@ -61,12 +61,18 @@ def with_defaults(req: ChatRequest, defaults: Mapping[str, float]) -> ChatReques
     return req if params is req.sampling else dataclasses.replace(req, sampling=params)
 
 
+PENALTIES = frozenset({"repetition_penalty", "presence_penalty", "frequency_penalty"})
+
+
 def fill_sampling(params: SamplingParams, defaults: Mapping[str, float], sent: frozenset[str]) -> SamplingParams:
-    """`params` with `defaults` in the fields the client did not send."""
+    """`params` with `defaults` in the fields the client did not send; penalties that are all
+    the server's count the answer only (SamplingParams.penalize_prompt)."""
     fill = {k: v for k, v in defaults.items() if k not in sent}
     if not fill:
         return params
-    typed = {k: int(v) if k == "top_k" else float(v) for k, v in fill.items()}
+    typed: dict[str, object] = {k: int(v) if k == "top_k" else float(v) for k, v in fill.items()}
+    if PENALTIES & fill.keys() and not PENALTIES & sent:
+        typed["penalize_prompt"] = False
     return dataclasses.replace(params, **typed)  # type: ignore[arg-type]
 
 
@@ -253,8 +259,8 @@ async def start_conversation(registry: ModelRegistry, req: ChatRequest) -> Conve
                 check_caps(req, pipe.limits)  # before any image is fetched or decoded
                 images = await pipe.encode_images([(im.where, im.url) for im in req.images])
                 # rendering and tokenizing a long conversation takes a while: not on the event loop
-                free_text = not req.options.calls_allowed and req.response_schema is None
-                conv = await asyncio.to_thread(Conversation, pipe, with_defaults(req, pipe.sampling_fill(free_text=free_text)), images)
+                prose = not req.options.calls_allowed and req.response_schema is None
+                conv = await asyncio.to_thread(Conversation, pipe, with_defaults(req, pipe.sampling_fill(prose=prose)), images)
                 conv.ticket = pipe.admit()
                 return conv
         if not isinstance(entry, ChatBackend):

@@ -159,10 +159,10 @@ class Pipeline:
         self._family.append(v)
         return v
 
-    def sampling_fill(self, *, free_text: bool = True) -> dict[str, float]:
+    def sampling_fill(self, *, prose: bool = True) -> dict[str, float]:
         """The sampling values a request that sends none of a field gets (besides the protocol's
-        own); `free_text=False` for tools and JSON (models/sampling.FREE_TEXT_ONLY)."""
-        return fill(self.sampling_defaults, free_text=free_text)
+        own); `prose=False` for tools, JSON and raw prompts (models/sampling.PROSE_ONLY)."""
+        return fill(self.sampling_defaults, prose=prose)
 
     @property
     def family_in_flight(self) -> int:
