@@ -1,4 +1,5 @@
-"""The package's shape: imports among toolserve's modules go one way, and modules stay small.
+"""The package's shape: imports among toolserve's modules go one way, down the layers, and
+modules stay small.
 
 The import graph is read from the source (`ast`), not by importing. Imports inside functions
 are edges too: deferring an import hides a cycle from the interpreter, not from a reader (the
@@ -15,6 +16,19 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src"
 PACKAGE = SRC / "toolserve"
 MAX_LINES = 460  # docs/architecture.md: no module over about 450 lines
+
+# The layers, lowest first (docs/architecture.md): a module imports from its own layer and the
+# ones below, never from one above; within a layer, test_no_import_cycles keeps the order. A
+# request runs down them: the protocol's adapter (api), the conversation and pipeline (serving),
+# the parts they use (engine, formats, models), the shared types and errors.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("toolserve", "toolserve._native", "toolserve.types", "toolserve.errors", "toolserve.modelfile"),
+    ("toolserve.constrain", "toolserve.engine", "toolserve.formats", "toolserve.models", "toolserve.config", "toolserve.mcp"),
+    ("toolserve.serving",),
+    ("toolserve.upstream", "toolserve.side_models"),  # a model behind another server; embedding and rerank models
+    ("toolserve.api",),
+    ("toolserve.cli", "toolserve.launch", "toolserve.prompt_cli"),
+)
 
 # Over MAX_LINES still, and why. The test also fails once one of them is under, so that it
 # leaves this list then: the list only ever shrinks.
@@ -120,6 +134,31 @@ def test_the_graph_sees_known_edges() -> None:
 
 def test_no_import_cycles() -> None:
     assert find_cycle(import_graph()) is None
+
+
+def layer(module: str, layers: tuple[tuple[str, ...], ...] = LAYERS) -> int:
+    """The index of the layer a module lies in: the longest package of LAYERS that holds it."""
+    best = max((p for group in layers for p in group if module == p or module.startswith(p + ".")), key=len, default=None)
+    assert best is not None, f"{module} is in no layer: add its package to LAYERS"
+    return next(i for i, group in enumerate(layers) if best in group)
+
+
+def upward(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...] = LAYERS) -> list[str]:
+    """Every import from a layer into one above it, as 'module -> module'."""
+    return sorted(f"{a} -> {b}" for a, bs in graph.items() for b in bs if layer(b, layers) > layer(a, layers))
+
+
+def test_the_layer_check_sees_an_import_upward() -> None:
+    layers = (("p.low",), ("p.mid", "p.side"), ("p.top",))
+    graph = {"p.top.x": {"p.mid.y", "p.low"}, "p.mid.y": {"p.side.z"}, "p.side.z": {"p.top.x"}, "p.low": set()}
+    assert upward(graph, layers) == ["p.side.z -> p.top.x"]
+    assert layer("p.mid.y.deep", layers) == 1
+
+
+def test_imports_go_down_the_layers() -> None:
+    graph = import_graph()
+    assert {layer(m) for m in graph} == set(range(len(LAYERS)))  # every module placed, no layer empty
+    assert upward(graph) == []
 
 
 def _lines(path: Path) -> int:
