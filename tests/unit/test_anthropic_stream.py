@@ -16,8 +16,8 @@ from anthropic.types import Message as SDKMessage
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolserve.api.anthropic import MessagesRun, chat_request, signature, stop_reason
-from toolserve.api.anthropic_schemas import MessagesRequest
+from toolserve.api.anthropic.routes import MessagesRun, chat_request, signature, stop_reason
+from toolserve.api.anthropic.schemas import MessagesRequest
 from toolserve.serving.conversation import Step
 from toolserve.serving.pipeline import Finish
 from toolserve.types import ContentDelta, Delta, ReasoningDelta, ToolCall, ToolCallArgs, ToolCallStart, Usage

@@ -8,7 +8,7 @@ import pytest
 
 from toolserve.api.errors import REQUEST_ID, error_body, error_of, shaped, status_for, unexpected_error
 from toolserve.api.guard import GuardSettings, needs_key
-from toolserve.api.schemas import NONFINITE_ERROR, SURROGATE_ERROR, first_invalid
+from toolserve.api.openai.schemas import NONFINITE_ERROR, SURROGATE_ERROR, first_invalid
 from toolserve.errors import EngineFailure, InvalidRequest, described, log_failure
 
 

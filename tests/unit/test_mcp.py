@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from toolserve.api.responses_input import ResponsesRequest, chat_request
-from toolserve.api.responses_mcp import is_allowed, needs_approval
-from toolserve.api.responses_schemas import McpTool
+from toolserve.api.responses.input import ResponsesRequest, chat_request
+from toolserve.api.responses.mcp import is_allowed, needs_approval
+from toolserve.api.responses.schemas import McpTool
 from toolserve.config import ConfigError
 from toolserve.mcp.client import ListedTool, capped, failure_of, result_text
 from toolserve.mcp.config import parse_mcp_config, transport_of

@@ -1,4 +1,4 @@
-"""Ollama's requests -> the neutral request (api/ollama_convert.py), table by table; and the
+"""Ollama's requests -> the neutral request (api/ollama/convert.py), table by table; and the
 rerank helpers (serving/rerank.py): the pair frame and the score."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import math
 
 import pytest
 
-from toolserve.api import ollama_convert as convert
-from toolserve.api import ollama_schemas as oll
+from toolserve.api.ollama import convert
+from toolserve.api.ollama import schemas as oll
 from toolserve.errors import InvalidRequest
 from toolserve.formats.template import MEDIA_MARKER
 from toolserve.serving.rerank import pair_tokens, relevance

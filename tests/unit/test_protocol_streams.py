@@ -24,13 +24,13 @@ from hypothesis import strategies as st
 from tests.unit.formats.formats_fixtures import TOOLS, Case
 from tests.unit.formats.test_formats_conformance import APPLICABLE, IDS
 from tests.unit.test_anthropic_stream import accumulate, check_protocol, comparable
-from toolserve.api.anthropic import MessagesRun
-from toolserve.api.chat import ChatRun
-from toolserve.api.ollama import OllamaRun
-from toolserve.api.responses import ResponseRun
-from toolserve.api.responses_input import ResponsesRequest, ToolNames
-from toolserve.api.responses_store import ResponseStore
-from toolserve.api.schemas import ChatCompletionRequest
+from toolserve.api.anthropic.routes import MessagesRun
+from toolserve.api.ollama.routes import OllamaRun
+from toolserve.api.openai.chat import ChatRun
+from toolserve.api.openai.schemas import ChatCompletionRequest
+from toolserve.api.responses.input import ResponsesRequest, ToolNames
+from toolserve.api.responses.routes import ResponseRun
+from toolserve.api.responses.store import ResponseStore
 from toolserve.formats.registry import FORMATS
 from toolserve.serving.chat import ChatOptions
 from toolserve.serving.conversation import ChatRequest, Step

@@ -10,7 +10,7 @@ import pytest
 from fastapi.exceptions import RequestValidationError
 
 from toolserve.api.errors import _validation_response
-from toolserve.api.responses_input import CUSTOM_SCHEMA, ResponsesRequest, chat_request
+from toolserve.api.responses.input import CUSTOM_SCHEMA, ResponsesRequest, chat_request
 from toolserve.errors import InvalidRequest, ToolserveError, Unsupported
 from toolserve.formats.template import MEDIA_MARKER
 from toolserve.types import Message, ToolCall
@@ -63,7 +63,7 @@ def test_tools_custom_namespace_and_dropped(caplog: pytest.LogCaptureFixture) ->
     tools = [FN, {"type": "custom", "name": "apply_patch", "description": "patch"}, {"type": "web_search"},
              {"type": "namespace", "name": "fs", "description": "files", "tools": [{**FN, "name": "read"}]},
              {"type": "image_generation"}]
-    with caplog.at_level(logging.INFO, logger="toolserve.api.responses_input"):
+    with caplog.at_level(logging.INFO, logger="toolserve.api.responses.input"):
         neutral, names, _ = convert(input="x", tools=tools, tool_choice={"type": "function", "name": "read", "namespace": "fs"})
     assert [t.name for t in neutral.options.tools] == ["get_weather", "apply_patch", "fs__read"]
     assert neutral.options.tools[1].parameters == CUSTOM_SCHEMA

@@ -9,25 +9,19 @@ from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
 from toolserve import __version__
-from toolserve.api import (
-    anthropic,
-    chat,
-    completions,
-    embeddings,
-    infill,
-    metrics,
-    misc,
-    ollama,
-    ollama_embed,
-    ollama_models,
-    rerank,
-    responses,
-    responses_mcp,
-)
+from toolserve.api import metrics, misc
+from toolserve.api.anthropic import routes as anthropic
 from toolserve.api.errors import install_error_handlers
 from toolserve.api.guard import LOCAL_ORIGINS, Guard, GuardSettings
+from toolserve.api.llamacpp import infill, rerank, tokenize
 from toolserve.api.metrics import Metrics
-from toolserve.api.responses_store import ResponseStore
+from toolserve.api.ollama import embed as ollama_embed
+from toolserve.api.ollama import models as ollama_models
+from toolserve.api.ollama import routes as ollama
+from toolserve.api.openai import chat, completions, embeddings
+from toolserve.api.responses import mcp as responses_mcp
+from toolserve.api.responses import routes as responses
+from toolserve.api.responses.store import ResponseStore
 from toolserve.api.web import web_router
 from toolserve.mcp.client import McpClients, McpPolicy
 from toolserve.serving.embeddings import EmbeddingModel
@@ -76,7 +70,7 @@ def create_app(
     app.state.mcp = mcp if mcp is not None else McpClients({}, McpPolicy())
     app.state.log_prompts = log_prompts  # off by default: logs never hold prompt text unless asked
     install_error_handlers(app)
-    for module in (chat, completions, responses, responses_mcp, anthropic, embeddings, rerank, infill, ollama, ollama_embed, ollama_models, misc, metrics):
+    for module in (chat, completions, responses, responses_mcp, anthropic, embeddings, rerank, infill, tokenize, ollama, ollama_embed, ollama_models, misc, metrics):
         app.include_router(module.router)
     if web:
         app.include_router(web_router())

@@ -13,7 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from toolserve.api.schemas import REQUEST_TEXT_ERRORS
+from toolserve.api.openai.schemas import REQUEST_TEXT_ERRORS
 from toolserve.errors import ClientGone, ToolserveError, log_failure
 
 log = logging.getLogger(__name__)

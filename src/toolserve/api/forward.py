@@ -8,8 +8,8 @@ import asyncio
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
-from toolserve.api import convert
-from toolserve.api.schemas import ChatCompletionRequest, CompletionRequest
+from toolserve.api.openai import convert
+from toolserve.api.openai.schemas import ChatCompletionRequest, CompletionRequest
 from toolserve.api.streaming import sse_response, unless_disconnected
 from toolserve.upstream.passthrough import Forwarding
 

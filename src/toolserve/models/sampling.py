@@ -51,7 +51,7 @@ NOT_APPLIED = (
 # `model.generate(inputs, max_new_tokens=50, temperature=0.2, top_p=0.9, do_sample=True)`
 BUNDLED_CARD = {"temperature": 0.2, "top_p": 0.9}
 BUNDLED_SOURCE = "model card (HuggingFaceTB/SmolLM2-135M-Instruct)"
-# what the API accepts for each field (api/schemas.py): a key outside is ignored, not applied
+# what the API accepts for each field (api/openai/schemas.py): a key outside is ignored, not applied
 _RANGES = {"temperature": (0.0, 2.0), "top_p": (0.0, 1.0), "top_k": (0, 1 << 31), "min_p": (0.0, 1.0), "repetition_penalty": (1e-9, 10.0),
            "dry_multiplier": (0.0, 10.0)}
 _NUMBER = re.compile(r"^\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")

@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request
 from pydantic import Field, StrictBool, StrictStr
 
 from toolserve.api.deps import RegistryDep
-from toolserve.api.schemas import _Model, _Request
+from toolserve.api.openai.schemas import _Model, _Request
 from toolserve.api.streaming import unless_disconnected
 from toolserve.errors import InvalidRequest, ModelNotFound, ToolserveError
 from toolserve.serving.embeddings import admit, embed

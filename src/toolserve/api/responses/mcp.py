@@ -21,9 +21,9 @@ from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Request
 
-from toolserve.api.responses_input import NAMESPACE_SEP, McpName, ToolNames
-from toolserve.api.responses_output import new_id
-from toolserve.api.responses_schemas import (
+from toolserve.api.responses.input import NAMESPACE_SEP, McpName, ToolNames
+from toolserve.api.responses.output import new_id
+from toolserve.api.responses.schemas import (
     CustomTool,
     FunctionTool,
     McpChoice,

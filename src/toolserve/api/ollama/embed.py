@@ -12,9 +12,9 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from toolserve.api.deps import RegistryDep
-from toolserve.api.embeddings import embedder_for
-from toolserve.api.ollama_models import embedding_name
-from toolserve.api.ollama_schemas import EmbeddingsRequest, EmbedRequest
+from toolserve.api.ollama.models import embedding_name
+from toolserve.api.ollama.schemas import EmbeddingsRequest, EmbedRequest
+from toolserve.api.openai.embeddings import embedder_for
 from toolserve.api.streaming import unless_disconnected
 from toolserve.errors import InvalidRequest
 from toolserve.serving.embeddings import admit, check_dimensions, embed, token_lists

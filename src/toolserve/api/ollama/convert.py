@@ -14,7 +14,7 @@ import math
 import re
 from typing import Any
 
-from toolserve.api import ollama_schemas as oll
+from toolserve.api.ollama import schemas as oll
 from toolserve.errors import InvalidRequest
 from toolserve.formats.template import MEDIA_MARKER
 from toolserve.serving.chat import ChatOptions

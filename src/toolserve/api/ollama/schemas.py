@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr
 
-from toolserve.api.schemas import _Model, _Request
+from toolserve.api.openai.schemas import _Model, _Request
 
 Number = float | StrictInt
 # keep_alive: seconds (a number; negative: forever) or a Go duration ("5m", "1h30m", "-1s")

@@ -22,7 +22,7 @@ from fastapi import APIRouter, Request
 
 from toolserve import __version__
 from toolserve.api.deps import RegistryDep
-from toolserve.api.ollama_schemas import ShowRequest
+from toolserve.api.ollama.schemas import ShowRequest
 from toolserve.errors import ModelBusy, ModelNotFound, ToolserveError, Unsupported
 from toolserve.formats.base import Format
 from toolserve.modelfile import gguf_metadata, resolve_model

@@ -10,10 +10,10 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from toolserve.api import convert
 from toolserve.api.deps import RegistryDep, log_prompt
 from toolserve.api.forward import forward
-from toolserve.api.schemas import ChatCompletionRequest
+from toolserve.api.openai import convert
+from toolserve.api.openai.schemas import ChatCompletionRequest
 from toolserve.api.streaming import sse_response, unless_disconnected
 from toolserve.errors import Unsupported
 from toolserve.serving.conversation import Conversation, start_conversation

@@ -1,8 +1,8 @@
 """POST /v1/responses (OpenAI's Responses API), GET and DELETE /v1/responses/{id}.
 
 A `ResponseRun` drives one response: the generations of its conversation through an
-`OutputBuilder` (responses_output.py), with the MCP calls of each run in between
-(responses_mcp.py). Codex reads calls from `response.output_item.done` and fails without
+`OutputBuilder` (output.py), with the MCP calls of each run in between
+(mcp.py). Codex reads calls from `response.output_item.done` and fails without
 `response.completed`; both always come.
 """
 
@@ -18,10 +18,10 @@ from fastapi.responses import JSONResponse, Response
 
 from toolserve.api.deps import RegistryDep, log_prompt
 from toolserve.api.errors import error_of
-from toolserve.api.responses_input import ResponsesRequest, ToolNames, chat_request
-from toolserve.api.responses_mcp import MAX_TURNS, McpRun, taken_names
-from toolserve.api.responses_output import OutputBuilder, new_id, usage_json
-from toolserve.api.responses_store import ResponseStore, Stored
+from toolserve.api.responses.input import ResponsesRequest, ToolNames, chat_request
+from toolserve.api.responses.mcp import MAX_TURNS, McpRun, taken_names
+from toolserve.api.responses.output import OutputBuilder, new_id, usage_json
+from toolserve.api.responses.store import ResponseStore, Stored
 from toolserve.api.streaming import sse_response, unless_disconnected
 from toolserve.errors import InvalidRequest, ToolserveError
 from toolserve.serving.conversation import ChatRequest, Conversation, start_conversation

@@ -16,11 +16,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from toolserve.api import ollama_convert as convert
-from toolserve.api import ollama_schemas as oll
 from toolserve.api.deps import RegistryDep, log_prompt
 from toolserve.api.errors import error_of
-from toolserve.api.ollama_models import ResolveName, can_think, created_at, load_for, resolve, unload_for
+from toolserve.api.ollama import convert
+from toolserve.api.ollama import schemas as oll
+from toolserve.api.ollama.models import ResolveName, can_think, created_at, load_for, resolve, unload_for
 from toolserve.api.streaming import ndjson_response, unless_disconnected
 from toolserve.errors import InvalidRequest, ToolserveError, Unsupported
 from toolserve.serving.conversation import Step, start_conversation

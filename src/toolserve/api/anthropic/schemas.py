@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, Tag
 
-from toolserve.api.schemas import _Model, _Request
+from toolserve.api.openai.schemas import _Model, _Request
 
 
 class TextBlock(_Model):

@@ -17,7 +17,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from toolserve.api.anthropic_schemas import (
+from toolserve.api.anthropic.schemas import (
     Base64Source,
     CountTokensRequest,
     FileSource,
@@ -85,7 +85,7 @@ class Reader:
 
     def text(self, parts: list[tuple[str, Any]], role: str) -> str:
         """(where, block) text blocks joined by newlines; an image becomes the media marker
-        where it sits (as api/convert.py does for OpenAI's image parts)."""
+        where it sits (as api/openai/convert.py does for OpenAI's image parts)."""
         out, last_text = "", False
         for here, part in parts:
             if isinstance(part, TextBlock):

@@ -11,7 +11,7 @@ import json
 import uuid
 from typing import Any
 
-from toolserve.api.responses_input import ToolNames
+from toolserve.api.responses.input import ToolNames
 from toolserve.mcp.client import CallResult
 from toolserve.types import ContentDelta, Delta, Message, ReasoningDelta, ToolCall, ToolCallArgs, ToolCallStart, Usage
 

@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 
 from toolserve.api.deps import RegistryDep
-from toolserve.api.schemas import EmbeddingRequest
+from toolserve.api.openai.schemas import EmbeddingRequest
 from toolserve.api.streaming import unless_disconnected
 from toolserve.engine.embed import Embedder
 from toolserve.errors import ModelNotFound, Unsupported

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import Field, StrictBool, StrictInt, StrictStr
 
 from toolserve.api.deps import RegistryDep, log_prompt
-from toolserve.api.schemas import _Model, _Request
+from toolserve.api.openai.schemas import _Model, _Request
 from toolserve.api.streaming import sse_response, unless_disconnected
 from toolserve.errors import Unsupported
 from toolserve.serving.entries import LocalModel

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, Tag
 
-from toolserve.api.schemas import _Model, _Request
+from toolserve.api.openai.schemas import _Model, _Request
 
 
 def _by_type(other: str, default: str | None = None, **tags: str) -> Any:

@@ -12,11 +12,11 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from toolserve.api import convert
-from toolserve.api.chat import add_usage, prompt_once, usage_json
 from toolserve.api.deps import RegistryDep, log_prompt
 from toolserve.api.forward import forward
-from toolserve.api.schemas import CompletionRequest
+from toolserve.api.openai import convert
+from toolserve.api.openai.chat import add_usage, prompt_once, usage_json
+from toolserve.api.openai.schemas import CompletionRequest
 from toolserve.api.streaming import sse_response, unless_disconnected
 from toolserve.errors import InvalidRequest
 from toolserve.serving.chat import ChatOptions

@@ -18,8 +18,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from toolserve.api.convert import UNKNOWN_VOCAB, _logit_bias
-from toolserve.api.responses_schemas import (
+from toolserve.api.openai.convert import UNKNOWN_VOCAB, _logit_bias
+from toolserve.api.responses.schemas import (
     AllowedToolsChoice,
     CallOutputItem,
     Content,

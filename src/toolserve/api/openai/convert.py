@@ -5,7 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolserve.api.schemas import ChatCompletionRequest, ChatMessage, CompletionRequest, ImagePart, TextPart, _Sampling
+from toolserve.api.openai.schemas import (
+    ChatCompletionRequest,
+    ChatMessage,
+    CompletionRequest,
+    ImagePart,
+    TextPart,
+    _Sampling,
+)
 from toolserve.errors import InvalidRequest, Unsupported
 from toolserve.formats.template import MEDIA_MARKER
 from toolserve.serving.chat import ChatOptions

@@ -1,0 +1,1 @@
+"""llama-server's own routes: /infill, rerank, /tokenize and /detokenize."""
