@@ -26,7 +26,6 @@ class TextRequest:
     context_limit: int | None = None  # a smaller context than the model's (Ollama's num_ctx)
     # the protocol's names of the prompt, the stop strings and the context size, for errors
     names: Mapping[str, str] = field(default_factory=lambda: {"prompt": "prompt", "stop": "stop", "context_limit": "num_ctx"})
-    prose: bool = True  # a templated turn; False: a raw prompt continued (no repetition penalty by default)
 
 
 class TextRun:
@@ -38,7 +37,7 @@ class TextRun:
     def __init__(self, pipe: Pipeline, req: TextRequest):
         check_counts(pipe.limits, req.names, stops=len(req.stops))
         n_ctx = context_size(pipe, req.context_limit, req.names["context_limit"])
-        params = fill_sampling(req.sampling, pipe.sampling_fill(prose=req.prose and req.schema is None), req.given)
+        params = fill_sampling(req.sampling, pipe.sampling_fill(prose=False), req.given)  # a raw prompt continued
         constraint = pipe.constraint("", ChatOptions(), req.schema) if req.schema is not None else None
         params = dataclasses.replace(params, max_tokens=req.max_tokens or n_ctx, constraint=constraint)
         self.params = pipe.fit(req.prompt, params, param=req.names["prompt"], n_ctx=n_ctx)

@@ -74,7 +74,7 @@ def text_request(pipe: Pipeline, req: InfillRequest) -> tuple[TextRequest, bool]
         frequency_penalty=req.frequency_penalty or 0.0, dry_multiplier=req.dry_multiplier or 0.0, seed=req.seed if req.seed is not None and req.seed >= 0 else None,
     )  # fmt: skip
     names = {"prompt": "input_prefix", "stop": "stop", "context_limit": "n_ctx"}
-    return TextRequest(fim.tokens, sampling, given, max_tokens, tuple(req.stop or ()), names=names, prose=False), fim.truncated
+    return TextRequest(fim.tokens, sampling, given, max_tokens, tuple(req.stop or ()), names=names), fim.truncated
 
 
 class InfillRun:

@@ -254,7 +254,7 @@ async def start_text(registry: ModelRegistry, found: ResolveName, req: oll.Gener
         params, stops, max_tokens, given = convert.sampling(req.options)
         return TextRequest(
             tokens, params, given, max_tokens, stops, convert.response_schema(req.format), convert.context_limit(req.options),
-            names={"prompt": "prompt", "stop": "options.stop", "context_limit": "options.num_ctx"}, prose=False,
+            names={"prompt": "prompt", "stop": "options.stop", "context_limit": "options.num_ctx"},
         )
 
     return await TextRun.start(pipe, build)
