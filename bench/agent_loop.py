@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import llama_server
 from decode import free_port, sse_chunks, start
 
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 SYSTEM = (
     "You are Atlas, an operations assistant for a small logistics company. You help the dispatch "

@@ -23,7 +23,11 @@ and llama-batched-bench with 1 and N sequences (decode only, no HTTP).
 
     python bench/concurrency.py [--runs 3] [--clients 8] [--parallel 8] [--tokens 128] [--threads 2]
                                 [--ctx 2048] [--toolserve-args "..."] [--skip-llama-server] [--skip-toolserve]
-                                [--llama-bench] [--engine-compare] [--model PATH|qwen]
+                                [--llama-bench] [--engine-compare] [--defaults] [--model PATH|qwen]
+
+--defaults also runs each server at its own defaults but the threads: `toolserve serve` with no
+--parallel and no --ctx-size, llama-server with no -np and no -c (in recent builds 4 slots
+sharing one unified KV pool of the model's whole trained context), and prints their ratios too.
 
 --engine-compare also runs toolserve with `--no-engine-process` (the engine in a thread of the
 server, as before issue 19) and prints the engine process's cost: its rates over the in-process
@@ -55,9 +59,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 import llama_server
 from decode import free_port
 
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 INPROC = "toolserve in-process"
+TS_DEFAULTS, LS_DEFAULTS = "toolserve defaults", "llama-server defaults"
 TOPICS = ["a lighthouse keeper", "a lost umbrella", "the first snow", "a clockmaker's apprentice",
           "a night train", "a stubborn goat", "an old library", "a paper boat", "a desert well",
           "a broken violin", "a market at dawn", "a kite festival", "a sleeping volcano", "a glass garden",
@@ -271,6 +276,7 @@ def main() -> None:
     ap.add_argument("--skip-toolserve", action="store_true", help="measure llama-server only")
     ap.add_argument("--llama-bench", action="store_true", help="also run llama-bench and llama-batched-bench")
     ap.add_argument("--engine-compare", action="store_true", help="also run toolserve with --no-engine-process")
+    ap.add_argument("--defaults", action="store_true", help="also run each server at its own defaults (but threads)")
     ap.add_argument("--model", default="", help="GGUF for both servers, or 'qwen' for Qwen2.5-Coder-0.5B-Instruct "
                                                 "(tests/qwen_coder.py; default: the bundled SmolLM2)")
     args = ap.parse_args()
@@ -312,6 +318,18 @@ def main() -> None:
             url = f"http://127.0.0.1:{port}"
             cmd = llama_server.server_command(bins["llama-server"], model, port, args.threads, args.ctx, args.parallel)
             targets.append(("llama-server", "ls", url, stack.enter_context(serving("llama-server", cmd, url, logs))))
+        if args.defaults and not args.skip_toolserve:
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            cmd = [sys.executable, "-m", "toolserve.cli", "serve", "--port", str(port), "--log-level", "warning",
+                   "--threads", str(args.threads), "--model", model, *shlex.split(args.toolserve_args)]
+            targets.append((TS_DEFAULTS, "td", url, stack.enter_context(serving(TS_DEFAULTS, cmd, url, logs))))
+        if args.defaults and not args.skip_llama_server:
+            port = free_port()
+            url = f"http://127.0.0.1:{port}"
+            cmd = [str(bins["llama-server"]), "-m", model, "--host", "127.0.0.1", "--port", str(port),
+                   "-t", str(args.threads), "-tb", str(args.threads), *llama_server.server_flags(bins["llama-server"], model)]
+            targets.append((LS_DEFAULTS, "ld", url, stack.enter_context(serving(LS_DEFAULTS, cmd, url, logs))))
         for name, label, url, mid in targets:
             asyncio.run(scenario(url, mid, 1, 8, f"{label}warmup", banned))
             results[name] = {}
@@ -341,13 +359,15 @@ def main() -> None:
             t, i = med[(sc, "toolserve")], med[(sc, INPROC)]
             print(f"| {sc} | {t['aggregate'] / i['aggregate']:.3f} | {t['stream'] / i['stream']:.3f} | "
                   f"{i['ttft_p50'] / t['ttft_p50']:.3f} | {i['ttft_p99'] / t['ttft_p99']:.3f} |")
-    if "toolserve" in results and "llama-server" in results:
-        print("\nratios (rates: toolserve / llama-server, above 1 = toolserve faster; "
+    for ours, theirs, what in (("toolserve", "llama-server", "the same settings"), (TS_DEFAULTS, LS_DEFAULTS, "each at its defaults")):
+        if ours not in results or theirs not in results:
+            continue
+        print(f"\nratios, {what} (rates: toolserve / llama-server, above 1 = toolserve faster; "
               "TTFT: llama-server / toolserve, above 1 = toolserve answers sooner)")
         print("| scenario | aggregate tok/s | stream tok/s | TTFT p50 | TTFT p99 |")
         print("|---|---|---|---|---|")
         for sc in dict.fromkeys((scen(1), scen(args.clients))):
-            t, ls = med[(sc, "toolserve")], med[(sc, "llama-server")]
+            t, ls = med[(sc, ours)], med[(sc, theirs)]
             print(f"| {sc} | {t['aggregate'] / ls['aggregate']:.2f} | {t['stream'] / ls['stream']:.2f} | "
                   f"{ls['ttft_p50'] / t['ttft_p50']:.2f} | {ls['ttft_p99'] / t['ttft_p99']:.2f} |")
 

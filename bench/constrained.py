@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from decode import free_port, sse_chunks, start
 
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 BANNED = {"0": -100.0, "2": -100.0}  # SmolLM2's <|endoftext|> and <|im_end|>
 PROMPT = "Write a long, detailed incident report about last night's database outage at the warehouse."

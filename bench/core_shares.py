@@ -38,7 +38,7 @@ import httpx
 from decode import free_port
 
 from toolserve.engine import cores
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 
 def config(path: Path, threads: int) -> str:

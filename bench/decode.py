@@ -26,7 +26,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 PROMPT = "Once upon a time, in a small village by the sea,"
 THREADS = os.cpu_count() or 1

@@ -45,7 +45,7 @@ import llama_server
 from concurrency import serving
 from decode import free_port
 
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 SUBJECTS = ["the cat", "a storm", "the market", "my neighbour", "the river", "an old clock", "the train", "a poet"]
 VERBS = ["watched", "crossed", "ignored", "painted", "followed", "remembered", "broke", "found"]

@@ -34,7 +34,7 @@ from decode import free_port, sse_chunks, start
 
 from toolserve.formats import constraint
 from toolserve.formats.registry import FORMATS
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 from toolserve.types import ToolCall, ToolSpec
 
 S = {"type": "string", "maxLength": 30}

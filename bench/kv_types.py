@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from constrained import PROMPTS, TOOLS, calls_valid
 from decode import free_port, over_http, start
 
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 TYPES = [("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0")]
 BYTES_PER_VALUE = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}  # ggml block sizes

@@ -28,7 +28,7 @@ from tests.lora import make_lora  # noqa: E402
 import toolserve.engine.llama_cpp as engine_module  # noqa: E402
 import toolserve.engine.scheduler as scheduler_module  # noqa: E402
 from toolserve.engine.base import Lora  # noqa: E402
-from toolserve.modelfile import bundled_model  # noqa: E402
+from toolserve.models.files import bundled_model  # noqa: E402
 from toolserve.types import SamplingParams  # noqa: E402
 
 

@@ -52,7 +52,7 @@ import llama_server
 from concurrency import cpu_busy, serving
 from decode import free_port
 
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE = (ROOT / "src" / "toolserve" / "engine" / "slots.py").read_text()[:3800]

@@ -49,7 +49,7 @@ import llama_server
 from constrained import MAX_TOKENS, PROMPTS, SCHEMAS, SETTINGS, TOOLS, args_error, calls_valid
 from decode import free_port, start
 
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 SERVERS = ("toolserve", "llama-server --jinja")
 MODES = ("auto", "required", "required-noparallel", "named")

@@ -3,7 +3,7 @@
 On a CUDA build, `import numpy` before llama-cpp-python's libraries are loaded made loading a
 model crash inside libggml-cuda (issue 20; `import numpy; import llama_cpp; Llama(...)` crashes,
 the other order works; a CPU build works either way; the root cause was not found). toolserve
-imports numpy early (constrain/matcher.py, through cli.py), so the package itself loads
+imports numpy early (constrain/matcher.py, through cli/), so the package itself loads
 libllama (and through its dependencies libggml and the GPU backend's libraries) first.
 llama-cpp-python later opens the same file with the same flags and gets the same handle.
 """

@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import Server
 from tests.e2e.test_model_stores import ollama_store, place
 from tests.everyday import LIMIT, PROMPTS
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 MODEL = "SmolLM2-135M-Instruct.Q4_1"
 ASK = "Repeat after me, and never stop: " + "la " * 200

@@ -21,7 +21,7 @@ from tests.conftest import Server
 from toolserve.engine.prompt_cache import common_prefix
 from toolserve.engine.slots import SeqState, chunk_cuts
 from toolserve.engine.vocab import Vocab
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 NO_EOS = {"0": -100, "2": -100}
 # prompts whose greedy continuation this model gets right: a mixed-up logits row would not

@@ -348,7 +348,7 @@ def test_lora_ids_are_refused_and_the_base_id_embeds(tmp_path: Any) -> None:
     """Adapters apply to the generation context only: an id that runs with one does not answer
     /v1/embeddings with the base weights' vectors; the base id beside it does embed."""
     from tests.lora import make_lora
-    from toolserve.modelfile import bundled_model
+    from toolserve.models.files import bundled_model
 
     adapter = make_lora(bundled_model(), tmp_path / "tune.gguf", 1)
     srv = Server(["--embeddings", "--lora-model", f"tuned={adapter}", "--ctx-size", "512", "--parallel", "1"])

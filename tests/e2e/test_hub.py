@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import Server, toolserve_command
 from tests.gguf_copies import split
 from tests.hub_stub import StubHub
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 SMOL = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF"
 Q4 = "SmolLM2-135M-Instruct-Q4_K_M.gguf"

@@ -17,7 +17,7 @@ from openai import AsyncOpenAI, OpenAI
 
 from tests.conftest import CTX_SIZE, Server, toolserve_command
 from tests.lora import make_bad_lora, make_lora
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 POEM = [{"role": "user", "content": "Write a poem about the sea"}]
 # a prompt of several 64-token chunks, so that a second request can reuse its prefix; its own

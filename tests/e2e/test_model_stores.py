@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import Server
 from tests.e2e.test_hub import SMOL, cli, error_line, hub_env
 from tests.hub_stub import StubHub
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 LMS_REPO = "lmstudio-community/SmolLM2-135M-Instruct-GGUF"
 LMS_FILE = "SmolLM2-135M-Instruct-Q4_K_M.gguf"

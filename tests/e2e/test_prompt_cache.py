@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import CTX_SIZE, Server
 from toolserve.engine.slots import PREFILL_CHUNK, SeqState, boundary, chunk_cuts
 from toolserve.engine.vocab import Vocab
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 SYSTEM = "You are a helpful assistant for a shipping company. " * 20
 

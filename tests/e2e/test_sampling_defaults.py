@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import Server
 from tests.gguf_copies import with_keys
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 KEYS = {
     "general.sampling.temp": 0.0,  # greedy: what a request without temperature must show

@@ -23,7 +23,7 @@ from tests.e2e.test_load import NO_EOS, wait_idle
 from tests.e2e.test_tools import SCHEMAS, WEATHER, assert_valid_calls, both
 from tests.stub_http import StubHttp
 from toolserve.engine.repack import check_repack
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 ASK = [{"role": "user", "content": "What's the weather like in Paris today?"}]
 HI = [{"role": "user", "content": "Name three colours."}]

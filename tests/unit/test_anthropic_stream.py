@@ -16,7 +16,8 @@ from anthropic.types import Message as SDKMessage
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolserve.api.anthropic.routes import MessagesRun, chat_request, signature, stop_reason
+from toolserve.api.anthropic.input import chat_request
+from toolserve.api.anthropic.output import MessagesRun, signature, stop_reason
 from toolserve.api.anthropic.schemas import MessagesRequest
 from toolserve.serving.conversation import Step
 from toolserve.serving.pipeline import Finish

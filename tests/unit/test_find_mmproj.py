@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolserve.modelfile import find_mmproj
+from toolserve.models.files import find_mmproj
 
 
 def touch(folder: Path, *names: str) -> None:

@@ -53,7 +53,7 @@ def smollm2_tokenizer():  # type: ignore[no-untyped-def]
     import llama_cpp
     from llguidance.llamacpp import lltokenizer_from_vocab
 
-    from toolserve.modelfile import bundled_model
+    from toolserve.models.files import bundled_model
 
     llm = llama_cpp.Llama(str(bundled_model()), vocab_only=True, verbose=False)
     yield lltokenizer_from_vocab(llm._model.vocab)  # it reads llama.cpp's vocabulary in place: llm lives on

@@ -9,7 +9,7 @@ import pytest
 
 from toolserve.config import ConfigError, ModelConfig, auto_parallel, load_models_config
 from toolserve.errors import InsufficientMemory, ModelNotFound
-from toolserve.modelfile import bundled_model, gguf_metadata
+from toolserve.models.files import bundled_model, gguf_metadata
 from toolserve.serving.entries import LocalModel
 from toolserve.serving.memory import MB, memory_estimate
 from toolserve.serving.registry import ModelRegistry

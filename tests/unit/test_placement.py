@@ -20,7 +20,7 @@ from toolserve.config import (
     parse_tensor_split,
 )
 from toolserve.engine import placement as pl
-from toolserve.modelfile import bundled_model, gguf_metadata, gguf_tensor_bytes
+from toolserve.models.files import bundled_model, gguf_metadata, gguf_tensor_bytes
 from toolserve.serving.placement import gguf_shape
 
 GiB = 1024**3

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from tests.unit.formats.formats_fixtures import TOOLS, Case
 from tests.unit.formats.test_formats_conformance import APPLICABLE, IDS
 from tests.unit.test_anthropic_stream import accumulate, check_protocol, comparable
-from toolserve.api.anthropic.routes import MessagesRun
+from toolserve.api.anthropic.output import MessagesRun
 from toolserve.api.ollama.routes import OllamaRun
 from toolserve.api.openai.chat import ChatRun
 from toolserve.api.openai.schemas import ChatCompletionRequest

@@ -14,7 +14,7 @@ import pytest
 
 from toolserve.engine import repack
 from toolserve.engine.repack import CACHE_FILE, PROBE_ENV, RepackCheck, check_repack, decide_repack, run_probe
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 
 @pytest.fixture(autouse=True)

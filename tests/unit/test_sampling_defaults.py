@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from toolserve.engine.sampler import Sampler
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 from toolserve.models.sampling import (
     BUNDLED_SOURCE,
     LOOP,

@@ -6,7 +6,7 @@ import pytest
 
 from toolserve.errors import BrokenTemplate, TemplateError
 from toolserve.formats.template import ChatTemplate, bundled_template_source, choose_template
-from toolserve.modelfile import bundled_model
+from toolserve.models.files import bundled_model
 
 CONVERSATION = [
     {"role": "system", "content": "You are terse."},

@@ -179,7 +179,7 @@ def test_the_picker_groups_models_by_where_they_came_from(browser: Any, screensh
     """A config serving an Ollama model, an LM Studio model and the bundled one: the picker lists
     them under their sources, as `toolserve models` does, with each one's details."""
     from tests.e2e.test_model_stores import LMS_FILE, LMS_REPO, ollama_store, place
-    from toolserve.modelfile import bundled_model
+    from toolserve.models.files import bundled_model
 
     ollama_store(tmp_path / "ollama", "smol", "latest", {"model": bundled_model()})
     place(bundled_model(), tmp_path / "home" / ".lmstudio" / "models" / LMS_REPO / LMS_FILE)

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from toolserve.api.deps import RegistryDep
 from toolserve.errors import Unsupported
-from toolserve.modelfile import BUNDLED_FILE
+from toolserve.models.files import BUNDLED_FILE
 from toolserve.models.sampling import card as sampling_card
 from toolserve.serving.embeddings import describe
 from toolserve.serving.entries import Entry, LocalModel

@@ -123,7 +123,7 @@ def _template_file(path: str) -> str:
 
 def _gguf_template(path: str) -> tuple[str, str, str]:
     """(template source, where it came from, architecture) of a GGUF file, as the server picks them."""
-    from ..modelfile import gguf_metadata
+    from ..models.files import gguf_metadata
     from .template import choose_template
 
     try:

@@ -29,7 +29,7 @@ def local_model(ref: str | None, *, offline: bool = False, token: str | None = N
     """What launch needs to know before starting a server on `ref` (None: the bundled model); a
     reference is fetched now, so `serve` finds it on disk."""
     from toolserve.config import ModelConfig
-    from toolserve.modelfile import gguf_metadata, resolve_model
+    from toolserve.models.files import gguf_metadata, resolve_model
     from toolserve.models.resolve import resolve_config
     from toolserve.models.sampling import PROTOCOL_SOURCE
     from toolserve.serving.loader import adapter_label, sampling_defaults

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from toolserve.errors import ModelLoadError
-from toolserve.modelfile import gguf_metadata, model_bytes
 from toolserve.models import hubcache, lmstudio, ollama
 from toolserve.models.choose import FILE_TYPES, choose, choose_file, models_in, quant_of
+from toolserve.models.files import gguf_metadata, model_bytes
 from toolserve.models.refs import Bundled, HubFile, HubRepo, LmStudioModel, LocalFile, OllamaModel, canonical, parse
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from toolserve.errors import ModelLoadError
-from toolserve.modelfile import SPLIT_RE
+from toolserve.models.files import SPLIT_RE
 
 PREFERRED = ("Q4_K_M", "Q8_0")  # llama-server's order when no tag is given
 # a projector's precision, best first (llama.cpp's converter writes f16 by default)

@@ -1,5 +1,5 @@
 """`toolserve pull REF`, `toolserve models`, `toolserve rm REF`: the command-line side of
-models by name. Each prints one clear line on an error (main() in cli.py catches it)."""
+models by name. Each prints one clear line on an error (main() in cli/ catches it)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def mb(size: int) -> str:
 
 def run_pull(args: argparse.Namespace) -> int:
     from toolserve.errors import ModelLoadError
-    from toolserve.modelfile import model_bytes
+    from toolserve.models.files import model_bytes
     from toolserve.models.resolve import resolve
 
     if not is_reference(parse(args.reference)):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from toolserve.errors import ModelLoadError
-from toolserve.modelfile import BUNDLED_FILE, SPLIT_RE
+from toolserve.models.files import BUNDLED_FILE, SPLIT_RE
 
 _PART = r"[A-Za-z0-9][A-Za-z0-9._-]*"  # a Hub owner or repo name, an Ollama name part
 _QUANT = r"[A-Za-z0-9][A-Za-z0-9._-]*"  # a quantisation tag (Q4_K_M, UD-Q4_K_XL, f16)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from toolserve.config import ModelConfig, ModelOrigin, ModelsConfig
 from toolserve.errors import ModelLoadError
-from toolserve.modelfile import bundled_model, check_gguf
 from toolserve.models import hub, lmstudio, ollama
+from toolserve.models.files import bundled_model, check_gguf
 from toolserve.models.refs import (
     Bundled,
     HubFile,

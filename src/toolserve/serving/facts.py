@@ -10,9 +10,9 @@ from typing import Any
 
 from toolserve.config import ModelConfig
 from toolserve.errors import ModelLoadError
-from toolserve.modelfile import find_mmproj, gguf_metadata, model_bytes, model_parts, resolve_model
 from toolserve.models import sampling
 from toolserve.models.choose import FILE_TYPES, quant_of
+from toolserve.models.files import find_mmproj, gguf_metadata, model_bytes, model_parts, resolve_model
 from toolserve.serving.loader import is_bundled, sampling_defaults
 
 

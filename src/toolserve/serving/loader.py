@@ -15,7 +15,8 @@ from toolserve.engine.repack import decide_repack
 from toolserve.errors import ModelLoadError
 from toolserve.formats.registry import detect_format, get_format
 from toolserve.formats.template import ChatTemplate, choose_template
-from toolserve.modelfile import (
+from toolserve.models import sampling
+from toolserve.models.files import (
     bundled_model,
     find_mmproj,
     gguf_metadata,
@@ -24,7 +25,6 @@ from toolserve.modelfile import (
     model_parts,
     resolve_model,
 )
-from toolserve.models import sampling
 from toolserve.models.refs import model_stem
 from toolserve.serving.pipeline import Limits, Pipeline
 from toolserve.serving.placement import gpu_layers

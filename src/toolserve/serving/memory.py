@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from toolserve.config import ModelConfig, auto_parallel
-from toolserve.modelfile import gguf_metadata, model_bytes, resolve_model
+from toolserve.models.files import gguf_metadata, model_bytes, resolve_model
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import Any
 from toolserve.config import ModelConfig
 from toolserve.engine import placement as pl
 from toolserve.errors import ModelLoadError
-from toolserve.modelfile import gguf_metadata
+from toolserve.models.files import gguf_metadata
 from toolserve.serving.memory import kv_bytes_per_layer
 
 log = logging.getLogger(__name__)

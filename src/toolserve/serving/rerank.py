@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from toolserve.engine.embed import Embedder
 from toolserve.errors import InvalidRequest, ModelLoadError
-from toolserve.modelfile import gguf_tensor_bytes
+from toolserve.models.files import gguf_tensor_bytes
 from toolserve.serving.embeddings import side_card
 
 MAX_DOCUMENTS = 1000  # Cohere's limit on documents per request

@@ -139,7 +139,7 @@ def test_auto_from_tokenizer_config(monkeypatch: pytest.MonkeyPatch, capsys: pyt
 
 
 def test_auto_from_the_bundled_gguf(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from toolserve.modelfile import bundled_model
+    from toolserve.models.files import bundled_model
 
     gguf = str(bundled_model())  # SmolLM2: a plain ChatML template in the file, architecture llama
     rc, out, _ = run(monkeypatch, capsys, ["--gguf", gguf], '<tool_call>{"name": "get_time", "arguments": {}}</tool_call>')

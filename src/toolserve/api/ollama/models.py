@@ -25,7 +25,7 @@ from toolserve.api.deps import RegistryDep
 from toolserve.api.ollama.schemas import ShowRequest
 from toolserve.errors import ModelBusy, ModelNotFound, ToolserveError, Unsupported
 from toolserve.formats.base import Format
-from toolserve.modelfile import gguf_metadata, resolve_model
+from toolserve.models.files import gguf_metadata, resolve_model
 from toolserve.serving.embeddings import EmbeddingModel
 from toolserve.serving.entries import Entry, LocalModel
 from toolserve.serving.registry import ModelRegistry

@@ -271,7 +271,7 @@ def _serve(args: argparse.Namespace) -> int:
     )
     from toolserve.models.resolve import resolve
     from toolserve.serving.rerank import check_reranker
-    from toolserve.side_models import embedding_models, rerank_models
+    from toolserve.serving.side_models import embedding_models, rerank_models
 
     # a wrong path or reference fails (and a reference is fetched) before the chat model loads
     embedding = [resolve(spec, offline=args.offline, token=args.hf_token) for spec in args.embedding_model]
@@ -399,13 +399,13 @@ def _resolved(args: argparse.Namespace) -> ModelConfig:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from toolserve.prompt_cli import run
+    from toolserve.cli.prompt import run
 
     return run(args, _resolved(args))
 
 
 def _chat(args: argparse.Namespace) -> int:
-    from toolserve.prompt_cli import chat
+    from toolserve.cli.prompt import chat
 
     return chat(args, _resolved(args))
 
@@ -443,6 +443,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,7 +19,7 @@ def _repack(args: argparse.Namespace, first: str) -> bool:
     model, as for generation models (serving/loader.py), else on `first`."""
     from toolserve.engine.repack import decide_repack
     from toolserve.errors import ModelLoadError
-    from toolserve.modelfile import bundled_model, check_gguf
+    from toolserve.models.files import bundled_model, check_gguf
 
     try:
         probe = str(bundled_model())
