@@ -13,11 +13,20 @@ KV_TYPE_NAMES = ("f32", "f16", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
 
 
 AUTO_PARALLEL_TOKENS = 16384  # the KV the automatic --parallel sizes for: 4 sequences of 4096 tokens
+# and beyond that, up to 8 sequences while their KV takes at most this: a burst of 8 agents or
+# chat tabs is decoded together instead of half of it waiting (bench/README.md, issue 43); 8 at
+# 4096 tokens is 755 MB on the bundled model, 403 MB on Qwen2.5-0.5B; 1B models and up keep 4
+AUTO_PARALLEL_KV_BYTES = 1 << 30
+AUTO_PARALLEL_MAX = 8
 
 
-def auto_parallel(ctx_size: int) -> int:
-    """--parallel's default: as many sequences of ctx_size as fit 16384 tokens of KV, 1 to 4."""
-    return max(1, min(4, AUTO_PARALLEL_TOKENS // max(1, ctx_size)))
+def auto_parallel(ctx_size: int, kv_per_token: float = 0.0) -> int:
+    """--parallel's default: as many sequences of ctx_size as fit 16384 tokens of KV (1 to 4), or
+    as fit 1 GiB of KV at `kv_per_token` bytes (up to 8) where that is more."""
+    ctx = max(1, ctx_size)
+    by_tokens = max(1, min(4, AUTO_PARALLEL_TOKENS // ctx))
+    by_bytes = int(AUTO_PARALLEL_KV_BYTES // (kv_per_token * ctx)) if kv_per_token > 0 else 0
+    return max(by_tokens, min(AUTO_PARALLEL_MAX, by_bytes))
 
 
 @dataclass(frozen=True)
@@ -37,7 +46,7 @@ class ModelConfig:
     model_alias: str | None = None  # id in /v1/models; None: the reference's short name or the file's stem
     ctx_size: int = 4096
     threads: int | None = None  # None: all cores (llama-cpp-python's default is half); shared by the instances
-    parallel: int = 0  # sequences decoded together in one context (each up to ctx_size); 0: auto_parallel(ctx_size)
+    parallel: int = 0  # sequences decoded together in one context (each up to ctx_size); 0: auto_parallel (serving/memory.sequences)
     chat_template: str | None = None  # Jinja file overriding the model's template
     tool_format: str = "auto"  # a format id from formats/registry.py, or auto-detect
     cache_ram: int = 512  # MB of RAM for prompt-cache snapshots; 0 turns prefix reuse off

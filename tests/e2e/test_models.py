@@ -188,7 +188,7 @@ def test_config_excludes_model_flags(tmp_path: Path) -> None:
 def test_the_single_model_can_be_unloaded_and_comes_back() -> None:
     srv = Server(["--ctx-size", "512", "--model-alias", "one"])
     try:
-        assert httpx.get(f"{srv.url}/health").json()["toolserve"]["slots"] == 4  # the single-model shape; 4 sequences at 512 tokens
+        assert httpx.get(f"{srv.url}/health").json()["toolserve"]["slots"] == 8  # the single-model shape; 8 sequences at 512 tokens
         r = httpx.post(f"{srv.url}/v1/models/one/unload", timeout=60)
         assert r.status_code == 200 and r.json()["toolserve"]["loaded"] is False
         assert chat(srv, "one").status_code == 200  # loaded again, with the same settings

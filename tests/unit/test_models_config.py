@@ -6,9 +6,11 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toolserve.config import ConfigError, ModelConfig, auto_parallel, load_models_config
-from toolserve.errors import InsufficientMemory, ModelNotFound
+from toolserve.errors import InsufficientMemory, ModelLoadError, ModelNotFound
 from toolserve.models.files import bundled_model, gguf_metadata
 from toolserve.serving.entries import LocalModel
 from toolserve.serving.memory import MB, memory_estimate
@@ -108,8 +110,8 @@ def test_memory_estimate_from_the_gguf_header() -> None:
     cfg = ModelConfig(ctx_size=1024, cache_ram=32, parallel=1)
     kv = 30 * 3 * (64 + 64) * 2 * 1024  # layers x kv heads x (k + v head size) x f16 x context
     assert memory_estimate(cfg) == bundled_model().stat().st_size + kv + 32 * MB
-    auto = memory_estimate(ModelConfig(ctx_size=1024, cache_ram=32))  # --parallel auto: 4 sequences of 1024
-    assert auto == bundled_model().stat().st_size + 4 * kv + 32 * MB
+    auto = memory_estimate(ModelConfig(ctx_size=1024, cache_ram=32))  # --parallel auto: 8 sequences of 1024
+    assert auto == bundled_model().stat().st_size + 8 * kv + 32 * MB
     two = memory_estimate(ModelConfig(ctx_size=1024, cache_ram=32, parallel=2, cache_type_k="q8_0", cache_type_v="q8_0"))
     assert two == bundled_model().stat().st_size + int(30 * 3 * 128 * 34 / 32 * 1024) * 2 + 32 * MB
 
@@ -164,6 +166,35 @@ def test_auto_parallel_sizes_for_the_context(ctx: int, n: int) -> None:
     assert auto_parallel(ctx) == n
 
 
+# bytes of one token's f16 KV: SmolLM2-135M 23040 (30 layers, 3 KV heads of 64), Qwen2.5-0.5B
+# 12288 (24 layers, 2 of 64), Llama 3.1 8B 131072 (32 layers, 8 of 128)
+@pytest.mark.parametrize(
+    ("ctx", "per_token", "n"),
+    [
+        (4096, 23040, 8),  # 755 MB: 8 fit 1 GiB
+        (4096, 12288, 8),  # more would fit; 8 at most
+        (4096, 131072, 4),  # 512 MB a sequence: the token rule's 4 stands
+        (8192, 23040, 5),  # 189 MB each: 5 fit
+        (16384, 23040, 2),  # more than the token rule's 1
+        (32768, 131072, 1),  # 4 GiB each: one, as the token rule says
+        (512, 0.0, 4),  # no attention sizes in the header: the token rule alone
+    ],
+)
+def test_auto_parallel_takes_more_sequences_where_their_kv_is_small(ctx: int, per_token: float, n: int) -> None:
+    assert auto_parallel(ctx, per_token) == n
+
+
+def test_the_bundled_model_gets_eight_sequences_at_the_default_context() -> None:
+    from toolserve.models.files import bundled_model, gguf_metadata
+    from toolserve.serving.memory import kv_bytes_per_layer, sequences
+
+    meta = gguf_metadata(bundled_model())
+    assert sum(kv_bytes_per_layer(meta, "f16", "f16")) == 23040
+    assert sequences(ModelConfig(), meta) == 8
+    assert sequences(ModelConfig(ctx_size=16384), meta) == 2
+    assert sequences(ModelConfig(parallel=3), meta) == 3  # --parallel is taken as given
+
+
 def test_lora_keys_and_flags(tmp_path: Path) -> None:
     from toolserve.config import Lora, LoraModel, parse_lora, parse_lora_model
 
@@ -179,3 +210,36 @@ def test_lora_keys_and_flags(tmp_path: Path) -> None:
     assert parse_lora("C:/adapters/x.gguf", "--lora") == Lora("C:/adapters/x.gguf")  # a colon in the path is not a scale
     assert parse_lora("a.gguf:-0.5", "--lora") == Lora("a.gguf", -0.5)
     assert parse_lora_model(" t = a.gguf:2 ", "--lora-model") == LoraModel("t", Lora("a.gguf", 2.0))
+
+
+@settings(max_examples=200, deadline=None)
+@given(body=st.binary(max_size=96), version=st.sampled_from([1, 2, 3]))
+def test_a_damaged_gguf_header_is_a_load_error(tmp_path_factory: pytest.TempPathFactory, body: bytes, version: int) -> None:
+    """Whatever follows the magic and version, reading the header ends in its values or in a
+    ModelLoadError naming the file, never another exception (the automatic --parallel reads it
+    before the engine sees the file)."""
+    import struct
+
+    path = tmp_path_factory.mktemp("gguf") / "bad.gguf"
+    path.write_bytes(b"GGUF" + struct.pack("<I", version) + body)
+    for tensors in (None, {}):
+        try:
+            gguf_metadata(path, tensors=tensors)
+        except ModelLoadError as exc:
+            assert str(path) in exc.message
+
+
+def test_lengths_past_the_file_are_named() -> None:
+    import struct
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "bad.gguf"
+        path.write_bytes(b"GGUF" + b"\xff" * 64)  # a string length of 2^64 - 1
+        with pytest.raises(ModelLoadError, match="damaged GGUF header"):
+            gguf_metadata(path)
+        # one key whose string value claims a terabyte
+        path.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 11) + b"tokenizer.k" + struct.pack("<IQ", 8, 1 << 40))
+        assert gguf_metadata(path) == {}  # a vocabulary key is skipped by seeking, never read
+        with pytest.raises(ModelLoadError, match="a string of 1099511627776 bytes"):
+            gguf_metadata(path, keep=frozenset({"tokenizer.k"}))

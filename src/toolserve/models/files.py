@@ -127,6 +127,8 @@ def gguf_metadata(
 
     def string(f: object) -> str:
         n = read(f, "<Q")
+        if n > size:  # a length no file this size holds: a damaged header, not a string to allocate
+            raise ModelLoadError(f"damaged GGUF header (a string of {n} bytes): {path}")
         return bytes(f.read(n)).decode("utf-8", "replace")  # type: ignore[attr-defined]
 
     def value(f: object, kind: int, keep: bool) -> object:
@@ -147,31 +149,35 @@ def gguf_metadata(
         raise ModelLoadError(f"unknown GGUF value type {kind} in {path}")
 
     p = check_gguf(path)
+    size = p.stat().st_size
     out: dict[str, object] = {}
-    with p.open("rb") as f:
-        f.read(4)
-        version = read(f, "<I")
-        count_fmt = "<I" if version == 1 else "<Q"
-        n_tensors = read(f, count_fmt)
-        for _ in range(read(f, count_fmt)):
-            key = string(f)
-            wanted = key in keep or not key.startswith(skip_prefix)
-            v = value(f, read(f, "<I"), wanted)
-            if wanted:
-                out[key] = v
-        if tensors is not None:
-            # the tensor table: name, dims, type, offset into the data section
-            offsets: list[tuple[int, str]] = []
-            for _ in range(n_tensors):
-                name = string(f)
-                n_dims = read(f, "<I")
-                f.seek(8 * n_dims + 4, 1)  # dims (u64 each), type (u32)
-                offsets.append((read(f, "<Q"), name))
-            align = int(out.get("general.alignment", 32))  # type: ignore[call-overload]
-            start = -(-f.tell() // align) * align
-            end = p.stat().st_size - start
-            for (off, name), (nxt, _) in zip(sorted(offsets), [*sorted(offsets)[1:], (end, "")], strict=True):
-                tensors[name] = nxt - off  # the distance to the next tensor (alignment padding included)
+    try:
+        with p.open("rb") as f:
+            f.read(4)
+            version = read(f, "<I")
+            count_fmt = "<I" if version == 1 else "<Q"
+            n_tensors = read(f, count_fmt)
+            for _ in range(read(f, count_fmt)):
+                key = string(f)
+                wanted = key in keep or not key.startswith(skip_prefix)
+                v = value(f, read(f, "<I"), wanted)
+                if wanted:
+                    out[key] = v
+            if tensors is not None:
+                # the tensor table: name, dims, type, offset into the data section
+                offsets: list[tuple[int, str]] = []
+                for _ in range(n_tensors):
+                    name = string(f)
+                    n_dims = read(f, "<I")
+                    f.seek(8 * n_dims + 4, 1)  # dims (u64 each), type (u32)
+                    offsets.append((read(f, "<Q"), name))
+                align = int(out.get("general.alignment", 32))  # type: ignore[call-overload]
+                start = -(-f.tell() // align) * align
+                end = p.stat().st_size - start
+                for (off, name), (nxt, _) in zip(sorted(offsets), [*sorted(offsets)[1:], (end, "")], strict=True):
+                    tensors[name] = nxt - off  # the distance to the next tensor (alignment padding included)
+    except (OverflowError, ValueError, RecursionError) as exc:  # offsets and counts no file holds
+        raise ModelLoadError(f"damaged GGUF header ({exc}): {path}") from exc
     if tensors is not None:
         for part in model_parts(p)[1:]:  # a split model's other parts hold the rest of its tensors
             gguf_metadata(part, tensors=tensors)

@@ -6,7 +6,7 @@ import logging
 import time
 from pathlib import Path
 
-from toolserve.config import ModelConfig, auto_parallel
+from toolserve.config import ModelConfig
 from toolserve.engine import cores
 from toolserve.engine.base import Engine, Lora
 from toolserve.engine.llama_cpp import LlamaCppEngine
@@ -26,6 +26,7 @@ from toolserve.models.files import (
     resolve_model,
 )
 from toolserve.models.refs import model_stem
+from toolserve.serving.memory import sequences
 from toolserve.serving.pipeline import Limits, Pipeline
 from toolserve.serving.placement import gpu_layers
 
@@ -141,7 +142,7 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
     started = time.perf_counter()
     if cfg.parallel < 0:
         raise ModelLoadError(f"--parallel must be at least 1 (or 0 for automatic), not {cfg.parallel}")
-    n = cfg.parallel or auto_parallel(cfg.ctx_size)
+    n = sequences(cfg, gguf_metadata(path))
     mmproj = cfg.mmproj or find_mmproj(path)
     if mmproj:
         log.info("images: projector %s", mmproj)

@@ -37,6 +37,15 @@ def kv_bytes_per_layer(meta: Mapping[str, Any], cache_type_k: str, cache_type_v:
     return [int(h or 0) * (k_len * KV_BYTES[cache_type_k] + v_len * KV_BYTES[cache_type_v]) for h in per_layer]
 
 
+def sequences(cfg: ModelConfig, meta: Mapping[str, Any], n_ctx: int | None = None) -> int:
+    """The sequences a local model is loaded with: --parallel, or automatic from the context
+    size and the bytes of a token's KV (config.auto_parallel)."""
+    if cfg.parallel:
+        return cfg.parallel
+    per_token = sum(kv_bytes_per_layer(meta, cfg.cache_type_k, cfg.cache_type_v))
+    return auto_parallel(n_ctx or cfg.ctx_size, per_token)
+
+
 def memory_estimate(cfg: ModelConfig) -> int:
     """Bytes a local model takes once loaded: the GGUF file, the KV cache of its --parallel
     sequences (from the file's metadata) and the prompt-cache budget."""
@@ -47,7 +56,7 @@ def memory_estimate(cfg: ModelConfig) -> int:
     per_token = sum(kv_bytes_per_layer(meta, cfg.cache_type_k, cfg.cache_type_v))
     if not per_token:
         log.info("%s: no attention sizes in the GGUF metadata; its KV cache is left out of the estimate", path)
-    kv = int(per_token * n_ctx) * (cfg.parallel or auto_parallel(n_ctx))
+    kv = int(per_token * n_ctx) * sequences(cfg, meta, n_ctx)
     mmproj = getattr(cfg, "mmproj", None)  # an image projector is loaded beside the model
     extra = Path(mmproj).stat().st_size if mmproj and Path(mmproj).is_file() else 0
     adapters = sum(Path(a.path).stat().st_size for a in (*cfg.lora, *(m.lora for m in cfg.lora_models)) if Path(a.path).is_file())
