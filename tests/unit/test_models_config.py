@@ -243,3 +243,11 @@ def test_lengths_past_the_file_are_named() -> None:
         assert gguf_metadata(path) == {}  # a vocabulary key is skipped by seeking, never read
         with pytest.raises(ModelLoadError, match="a string of 1099511627776 bytes"):
             gguf_metadata(path, keep=frozenset({"tokenizer.k"}))
+
+
+def test_a_header_with_sizes_that_are_not_numbers_falls_back_to_the_token_rule() -> None:
+    from toolserve.serving.memory import kv_bytes_per_layer, sequences
+
+    meta = {"general.architecture": "x", "x.block_count": "thirty", "x.attention.head_count": 4, "x.embedding_length": 256}
+    assert kv_bytes_per_layer(meta, "f16", "f16") == []
+    assert sequences(ModelConfig(), meta) == 4  # 16384 tokens of 4096: as before the KV rule

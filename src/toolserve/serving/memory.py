@@ -20,7 +20,15 @@ KV_BYTES = {"f32": 4.0, "f16": 2.0, "q8_0": 34 / 32, "q5_1": 24 / 32, "q5_0": 22
 
 
 def kv_bytes_per_layer(meta: Mapping[str, Any], cache_type_k: str, cache_type_v: str) -> list[float]:
-    """Bytes of one token's K and V in each layer, from the header's attention sizes."""
+    """Bytes of one token's K and V in each layer, from the header's attention sizes (none where
+    the header's sizes are not numbers: llama.cpp refuses such a file when it loads it)."""
+    try:
+        return _kv_bytes_per_layer(meta, cache_type_k, cache_type_v)
+    except (TypeError, ValueError):
+        return []
+
+
+def _kv_bytes_per_layer(meta: Mapping[str, Any], cache_type_k: str, cache_type_v: str) -> list[float]:
     arch = str(meta.get("general.architecture", ""))
 
     def num(key: str, default: Any = None) -> Any:
