@@ -25,6 +25,10 @@ and llama-batched-bench with 1 and N sequences (decode only, no HTTP).
                                 [--ctx 2048] [--toolserve-args "..."] [--skip-llama-server] [--skip-toolserve]
                                 [--llama-bench] [--engine-compare] [--defaults] [--model PATH|qwen]
 
+--prompt-read N adds a scenario per run: one client sends a fresh prompt of about N tokens (words
+drawn at random per run and server, so no prompt cache helps) and asks for one token; its rate is
+prompt tokens / TTFT.
+
 --defaults also runs each server at its own defaults but the threads: `toolserve serve` with no
 --parallel and no --ctx-size, llama-server with no -np and no -c (in recent builds 4 slots
 sharing one unified KV pool of the model's whole trained context), and prints their ratios too.
@@ -40,6 +44,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import random
 import shlex
 import signal
 import statistics
@@ -213,6 +218,24 @@ def cpu_busy(seconds: float = 1.0) -> float:
     return 1 - (idle1 - idle0) / max(1, total1 - total0)
 
 
+PROMPT_READ = "prompt read"
+
+
+async def prompt_read(url: str, model: str, tokens: int, tag: str, banned: list[int]) -> Stream:
+    """One request whose prompt is about `tokens` tokens of words drawn at random (seeded by
+    `tag`), answered with one token: how fast the server reads a prompt it has not seen."""
+    rng = random.Random(tag)
+    words = [w for topic in TOPICS for w in topic.split() if len(w) > 1]
+    text = " ".join(rng.choice(words) for _ in range(int(tokens / 1.15)))
+    body = {
+        "model": model, "messages": [{"role": "user", "content": f"({tag}) {text}\nSay one word."}],
+        "max_tokens": 1, "temperature": 0, "stream": True, "stream_options": {"include_usage": True},
+        "logit_bias": {str(t): -100 for t in banned}, "ignore_eos": True,
+    }
+    async with httpx.AsyncClient(timeout=600) as client:
+        return await one_stream(client, url, body)
+
+
 def measure(url: str, model: str, args: argparse.Namespace, banned: list[int], label: str, r: int,
             out: dict[str, list[Result]]) -> None:
     """Run `r` of every scenario against one server, added to `out` ({scenario: [Result per run]})."""
@@ -231,6 +254,12 @@ def measure(url: str, model: str, args: argparse.Namespace, banned: list[int], l
         out.setdefault(scen(clients), []).append(res)
         print(f"  {label} run {r + 1} {scen(clients)}: {res.aggregate:.1f} tok/s, TTFT p50 {res.ttft_p50:.2f} s, "
               f"p99 {res.ttft_p99:.2f} s, stream {res.stream:.1f} tok/s", file=sys.stderr, flush=True)
+    if args.prompt_read:
+        s = asyncio.run(prompt_read(url, model, args.prompt_read, f"{label}{r}p", banned))
+        ttft = s.first - s.sent
+        out.setdefault(PROMPT_READ, []).append(Result(s.prompt_tokens / ttft, ttft, ttft, 0.0, s.tokens, s.prompt_tokens))
+        print(f"  {label} run {r + 1} {PROMPT_READ}: {s.prompt_tokens} tokens in {ttft:.2f} s, "
+              f"{s.prompt_tokens / ttft:.1f} tok/s", file=sys.stderr, flush=True)
 
 
 def scen(clients: int) -> str:
@@ -277,6 +306,8 @@ def main() -> None:
     ap.add_argument("--llama-bench", action="store_true", help="also run llama-bench and llama-batched-bench")
     ap.add_argument("--engine-compare", action="store_true", help="also run toolserve with --no-engine-process")
     ap.add_argument("--defaults", action="store_true", help="also run each server at its own defaults (but threads)")
+    ap.add_argument("--prompt-read", type=int, default=0, metavar="N",
+                    help="also time reading a fresh prompt of about N tokens (prompt tok/s in the aggregate column)")
     ap.add_argument("--model", default="", help="GGUF for both servers, or 'qwen' for Qwen2.5-Coder-0.5B-Instruct "
                                                 "(tests/qwen_coder.py; default: the bundled SmolLM2)")
     args = ap.parse_args()
@@ -339,10 +370,11 @@ def main() -> None:
 
     print(f"\n{args.tokens} new tokens per stream, greedy, end-of-generation banned; {args.threads} threads, "
           f"--parallel {args.parallel}, ctx {args.ctx} per sequence; median of {args.runs} runs")
+    scenarios = [*dict.fromkeys((scen(1), scen(args.clients))), *([PROMPT_READ] if args.prompt_read else [])]
     print("| scenario | server | aggregate tok/s | TTFT p50 s | TTFT p99 s | stream tok/s | prompt tokens |")
     print("|---|---|---|---|---|---|---|")
     med: dict[tuple[str, str], dict[str, float]] = {}
-    for sc in dict.fromkeys((scen(1), scen(args.clients))):
+    for sc in scenarios:
         for server, per in results.items():
             rs = per[sc]
             m = {k: statistics.median(getattr(r, k) for r in rs) for k in ("aggregate", "ttft_p50", "ttft_p99", "stream")}
@@ -355,7 +387,7 @@ def main() -> None:
               "TTFT: in-process / process, below 1 = answers later)")
         print("| scenario | aggregate tok/s | stream tok/s | TTFT p50 | TTFT p99 |")
         print("|---|---|---|---|---|")
-        for sc in dict.fromkeys((scen(1), scen(args.clients))):
+        for sc in scenarios:
             t, i = med[(sc, "toolserve")], med[(sc, INPROC)]
             print(f"| {sc} | {t['aggregate'] / i['aggregate']:.3f} | {t['stream'] / i['stream']:.3f} | "
                   f"{i['ttft_p50'] / t['ttft_p50']:.3f} | {i['ttft_p99'] / t['ttft_p99']:.3f} |")
@@ -366,7 +398,7 @@ def main() -> None:
               "TTFT: llama-server / toolserve, above 1 = toolserve answers sooner)")
         print("| scenario | aggregate tok/s | stream tok/s | TTFT p50 | TTFT p99 |")
         print("|---|---|---|---|---|")
-        for sc in dict.fromkeys((scen(1), scen(args.clients))):
+        for sc in scenarios:
             t, ls = med[(sc, ours)], med[(sc, theirs)]
             print(f"| {sc} | {t['aggregate'] / ls['aggregate']:.2f} | {t['stream'] / ls['stream']:.2f} | "
                   f"{ls['ttft_p50'] / t['ttft_p50']:.2f} | {ls['ttft_p99'] / t['ttft_p99']:.2f} |")
