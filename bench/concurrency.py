@@ -389,7 +389,8 @@ def main() -> None:
         print("|---|---|---|---|---|")
         for sc in scenarios:
             t, i = med[(sc, "toolserve")], med[(sc, INPROC)]
-            print(f"| {sc} | {t['aggregate'] / i['aggregate']:.3f} | {t['stream'] / i['stream']:.3f} | "
+            stream = f"{t['stream'] / i['stream']:.3f}" if i["stream"] else "-"  # none in prompt read
+            print(f"| {sc} | {t['aggregate'] / i['aggregate']:.3f} | {stream} | "
                   f"{i['ttft_p50'] / t['ttft_p50']:.3f} | {i['ttft_p99'] / t['ttft_p99']:.3f} |")
     for ours, theirs, what in (("toolserve", "llama-server", "the same settings"), (TS_DEFAULTS, LS_DEFAULTS, "each at its defaults")):
         if ours not in results or theirs not in results:
@@ -400,7 +401,8 @@ def main() -> None:
         print("|---|---|---|---|---|")
         for sc in scenarios:
             t, ls = med[(sc, ours)], med[(sc, theirs)]
-            print(f"| {sc} | {t['aggregate'] / ls['aggregate']:.2f} | {t['stream'] / ls['stream']:.2f} | "
+            stream = f"{t['stream'] / ls['stream']:.2f}" if ls["stream"] else "-"  # none in prompt read
+            print(f"| {sc} | {t['aggregate'] / ls['aggregate']:.2f} | {stream} | "
                   f"{ls['ttft_p50'] / t['ttft_p50']:.2f} | {ls['ttft_p99'] / t['ttft_p99']:.2f} |")
 
     if args.llama_bench:
