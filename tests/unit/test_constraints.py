@@ -246,3 +246,23 @@ def test_layout_newlines_the_grammar_allows_are_read(tok: Any, fmt_id: str) -> N
         return  # the family's marker already ends its line, or the body begins with its own lead
     got = check_calls(fmt_id, tools, spaced)
     assert [(g.name, json.loads(g.arguments)) for g in got] == [("get_weather", {"city": "Paris"})], spaced
+
+
+@pytest.mark.parametrize("fmt_id", [f for f in IDS if f != "generic_json"])
+@pytest.mark.parametrize("lead", ["\n", "\n\n", "\n\n\n"])
+def test_newlines_before_a_bounded_value_are_never_read_as_part_of_it(tok: Any, fmt_id: str, lead: str) -> None:
+    """Newlines a model writes before a value: where the grammar lets them through, the value
+    read back still matches its schema (Qwen3-Coder's grammar let two through after the open
+    tag, the reader took one as layout, and "\\none" failed `^[a-z]{2,8}$`)."""
+    schema = {"type": "object", "required": ["code", "tag", "n"], "properties": {
+        "code": {"type": "string", "pattern": "^[a-z]{2,8}$"}, "tag": {"type": "string", "maxLength": 4},
+        "n": {"type": "integer", "minimum": 0, "maximum": 9}}}
+    tools = [ToolSpec("get_code", "c", schema)]
+    text = rendered(fmt_id, [ToolCall("call_0", "get_code", json.dumps({"code": "qzx", "tag": "wv", "n": 7}))])
+    grammar = constraint.required(FORMATS[fmt_id], tools, False, thinking_open=False).grammar
+    assert accepts(tok, grammar, text), text
+    for value in ("qzx", "wv", "7"):
+        at = text.find(value)
+        spaced = text[:at] + lead + text[at:]
+        if accepts(tok, grammar, spaced):
+            check_calls(fmt_id, tools, spaced)

@@ -303,7 +303,7 @@ def text_value(w: Writer, schema: dict[str, Any], stops: Sequence[str], close: s
     if options is not None:
         words = [lit(o) for o in options if isinstance(o, str) and not any(s in o for s in stops if s)]
         if words:
-            return seq(alt(words), optional_newline() if layout else "", w.mark(close))
+            return seq(optional_newline() if layout else "", alt(words), optional_newline() if layout else "", w.mark(close))
     ends = "|".join(rx(s) for s in stops if s)
     tail = f"(?s:.{{{len(close)},}})" if token is None else ""
     end = rx(close) if token is None else ""
@@ -334,11 +334,14 @@ def is_text(schema: dict[str, Any]) -> bool:
 def markup_value(w: Writer, params: Params, schema: dict[str, Any], stops: Sequence[str], close: str, layout: bool = True) -> str:
     """A parameter's value between markup tags (qwen3_coder, glm45, minimax, DSML), with its
     close: a string as raw text, any other type as its JSON literal, which the readers type
-    from the schema (a layout newline may stand before the close)."""
+    from the schema. `layout`: one newline may stand after the open tag and one before the
+    close, which the reader takes as layout; never two (a bounded text lexes its leading one
+    itself, an unbounded text keeps any as text)."""
     types = types_of(schema)
     if types <= {"string"}:
         return text_value(w, schema, stops, close, layout=layout)
-    value = seq(json_value(w, params.document(schema)), optional_newline() if layout else "", w.mark(close))
+    nl = optional_newline() if layout else ""
+    value = seq(nl, json_value(w, params.document(schema)), nl, w.mark(close))
     return value if "string" not in types else alt([value, text_value(w, {}, stops, close)])
 
 

@@ -90,8 +90,11 @@ class XmlParamsBody:
                 schema = params.prop(key)
 
                 def tag(head: str) -> str:
+                    # the layout newline after the open tag belongs to the value (markup_value):
+                    # a bounded text lexes it with itself, and one more here would let a second
+                    # newline through that the reader keeps as text
                     return seq(w.mark(sx.param_open[0]), head, w.mark(sx.param_open[1]), nl if sx.value_open else "",
-                               w.mark(sx.value_open), nl if sx.strip_newline else "")
+                               w.mark(sx.value_open))
 
                 if not sx.string_attr:
                     return seq(tag(named(key)), markup_value(w, params, schema, stops, sx.param_close, sx.strip_newline), nl)
