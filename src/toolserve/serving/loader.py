@@ -127,8 +127,9 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
     for i, name in enumerate(names[1:], 1):
         if name in names[:i]:
             raise ModelLoadError(f"--lora-model {name}: the model id '{name}' is served already; choose another name")
+    meta = gguf_metadata(path)  # the header, read once: adapters' architecture, sequences, sampling defaults
     if cfg.lora or cfg.lora_models:
-        arch = str(gguf_metadata(path).get("general.architecture", ""))
+        arch = str(meta.get("general.architecture", ""))
         for spec in (*cfg.lora, *(m.lora for m in cfg.lora_models)):
             check_adapter(spec, arch)
     override = None
@@ -142,7 +143,7 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
     started = time.perf_counter()
     if cfg.parallel < 0:
         raise ModelLoadError(f"--parallel must be at least 1 (or 0 for automatic), not {cfg.parallel}")
-    n = sequences(cfg, gguf_metadata(path))
+    n = sequences(cfg, meta)
     mmproj = cfg.mmproj or find_mmproj(path)
     if mmproj:
         log.info("images: projector %s", mmproj)
@@ -199,7 +200,6 @@ def load_pipeline(cfg: ModelConfig, limits: Limits | None = None) -> Pipeline:
     if cfg.origin is not None and cfg.origin.source == "ollama":
         log.info("%s: chat template from the GGUF (%s); Ollama's Go template is not used", model_id, label)
     pipe = Pipeline(engine, template, model_id, fmt, limits)
-    meta = gguf_metadata(path)
     pipe.sampling_defaults = sampling_defaults(cfg, path, pipe.limits.sampling_defaults, meta)
     skipped = sampling.from_gguf(meta)[1]
     if skipped:
