@@ -11,6 +11,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -86,6 +87,8 @@ class Misbehaving(StubHttp):
 
     def __init__(self) -> None:
         self.mode = "error"
+        self.root: str | None = None  # listed as the model's `root`, as vLLM lists where it loaded it from
+        self.prompts: list[str] = []  # the completions' prompts, as raw mode rendered them
         super().__init__()
 
     @classmethod
@@ -105,7 +108,20 @@ class Misbehaving(StubHttp):
         if method == "GET" and path == "/health":
             writer.write(self.reply("200 OK", b"{}"))
         elif method == "GET" and path == "/v1/models":
-            writer.write(self.reply("200 OK", json.dumps({"object": "list", "data": [{"id": "broken", "object": "model"}]}).encode()))
+            model = {"id": "broken", "object": "model", **({"root": self.root} if self.root else {})}
+            writer.write(self.reply("200 OK", json.dumps({"object": "list", "data": [model]}).encode()))
+        elif self.mode == "xgrammar" and path == "/v1/completions":  # vLLM with a backend that cannot read Lark
+            self.prompts.append(body.get("prompt"))
+            if isinstance(body.get("structured_outputs"), dict) and "grammar" in body["structured_outputs"]:
+                err = {"error": {"message": "Invalid grammar specification.", "type": "BadRequestError", "param": None, "code": 400}}
+                writer.write(self.reply("400 Bad Request", json.dumps(err).encode()))
+            else:
+                chunk = {"id": "x", "object": "text_completion", "created": 0, "model": "broken",
+                         "choices": [{"index": 0, "text": "Red.", "finish_reason": "stop"}]}
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+                writer.write(b"data: " + json.dumps(chunk).encode() + b"\n\ndata: [DONE]\n\n")
+        elif self.mode == "xgrammar" and path == "/tokenize":
+            writer.write(self.reply("404 Not Found", b'{"detail": "Not Found"}'))
         elif self.mode == "surrogate":  # a lone \ud800 escape in its text, as a buggy upstream may send
             writer.write(self._surrogate_answer(bool(body.get("stream"))))
         elif self.mode == "error":
@@ -138,9 +154,9 @@ def misbehaving() -> Iterator[Misbehaving]:
 
 
 @contextlib.contextmanager
-def front(args: list[str]) -> Iterator[Server]:
+def front(args: list[str], env: dict[str, str] | None = None) -> Iterator[Server]:
     """A toolserve in front of an upstream (started even while the upstream is down)."""
-    srv = Server(args, ready=(200, 503))
+    srv = Server(args, ready=(200, 503), env=env)
     try:
         yield srv
     finally:
@@ -158,6 +174,22 @@ def passthrough(server: Server) -> Iterator[Server]:
 def raw_json(server: Server) -> Iterator[Server]:
     """Raw mode to toolserve's /v1/completions, generic_json calls enforced by its response_format."""
     with front(["--upstream", server.url, "--upstream-mode", "raw", "--tool-format", "generic_json", "--model-alias", "raw-json"]) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def raw_family(server: Server) -> Iterator[Server]:
+    """Raw mode to toolserve's /v1/completions as to vLLM's: calls in a family's own syntax,
+    held by the family's grammar sent as structured_outputs.grammar."""
+    with front(["--upstream", server.url, "--upstream-mode", "raw", "--upstream-guided", "vllm", "--tool-format", "qwen3_coder",
+                "--model-alias", "raw-qwen3"]) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def raw_pythonic(server: Server) -> Iterator[Server]:
+    with front(["--upstream", server.url, "--upstream-mode", "raw", "--upstream-guided", "vllm", "--tool-format", "pythonic",
+                "--model-alias", "raw-py"]) as srv:
         yield srv
 
 
@@ -289,6 +321,101 @@ def test_raw_tool_choice_auto_gives_a_parseable_call(raw_json: Server) -> None:
     m = both(client_of(raw_json), model="raw-json", messages=ask, tools=[WEATHER], temperature=0, max_tokens=120)
     assert_valid_calls(m, {"get_weather"})
     assert m["content"] == ""
+
+
+UNIT_WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string", "maxLength": 30}, "unit": {"type": "string", "enum": ["C", "F"]}},
+    "required": ["city", "unit"]}}}
+
+
+@pytest.mark.parametrize("choice", ["required", NAMED])
+def test_raw_family_grammar_goes_upstream(raw_family: Server, choice: Any) -> None:
+    """Qwen3-Coder's XML calls, which the bundled model never writes by itself, come back from
+    the upstream well-formed and schema-valid: the family's grammar held its sampling there."""
+    time_tool = {"type": "function", "function": {"name": "get_time", "parameters": {"type": "object", "properties": {"zone": {"type": "string", "maxLength": 20}}, "required": ["zone"]}}}
+    tools = [UNIT_WEATHER, time_tool]
+    m = both(client_of(raw_family), model="raw-qwen3", messages=ASK, tools=tools, tool_choice=choice, parallel_tool_calls=False,
+             temperature=0.8, seed=3, max_tokens=120)
+    assert len(m["calls"]) == 1 and m["finish"] == "tool_calls" and m["content"] == "", m
+    call = m["calls"][0]
+    assert call["name"] in ({"get_weather"} if choice == NAMED else {"get_weather", "get_time"})
+    jsonschema.validate(json.loads(call["arguments"]), next(t for t in tools if t["function"]["name"] == call["name"])["function"]["parameters"])
+    body = {"model": "raw-qwen3", "messages": ASK, "tools": tools, "tool_choice": choice, "parallel_tool_calls": False,
+            "temperature": 0.8, "seed": 3, "max_tokens": 120, "toolserve": {"raw": True}}
+    raw = httpx.post(f"{raw_family.url}/v1/chat/completions", json=body, timeout=120).json()["toolserve"]["choices"][0]["raw_text"]
+    assert raw.lstrip().startswith(f"<tool_call>\n<function={call['name']}>"), raw
+
+
+def test_raw_family_auto_lets_prose_through(raw_family: Server) -> None:
+    m = both(client_of(raw_family), model="raw-qwen3", messages=HI, tools=[UNIT_WEATHER], temperature=0, max_tokens=40)
+    assert m["content"] and m["calls"] == [] and m["finish"] in ("stop", "length")
+
+
+def test_raw_auto_grammar_holds_a_call_the_upstream_starts(raw_pythonic: Server, server: Server) -> None:
+    """Under `auto` the upstream's lazy grammar lets prose through, but an answer that opens
+    with the family's lead marker is a call from there on: with the `[` token pushed up, the
+    bundled model starts with it and the grammar completes a valid pythonic call (unconstrained,
+    the same bias gives `[[[[...` until max_tokens)."""
+    bracket = httpx.post(f"{server.url}/tokenize", json={"content": "["}, timeout=30).json()["tokens"]
+    assert len(bracket) == 1
+    m = both(client_of(raw_pythonic), model="raw-py", messages=ASK, tools=[UNIT_WEATHER], parallel_tool_calls=False, temperature=0, max_tokens=60,
+             logit_bias={str(bracket[0]): 10})
+    assert len(m["calls"]) == 1 and m["finish"] == "tool_calls", m
+    jsonschema.validate(json.loads(m["calls"][0]["arguments"]), UNIT_WEATHER["function"]["parameters"])
+
+
+def test_raw_grammar_an_upstream_refuses_is_a_400_naming_the_flag(misbehaving: Misbehaving) -> None:
+    """vLLM started with a structured-output backend that cannot read llguidance's Lark
+    (xgrammar, outlines): its 400 becomes ours, saying which vLLM setting takes the grammar."""
+    misbehaving.mode = "xgrammar"
+    with front(["--upstream", misbehaving.url, "--upstream-mode", "raw", "--upstream-guided", "vllm", "--tool-format", "hermes",
+                "--model-alias", "refusing"]) as srv:
+        for stream in (False, True):
+            body = {"model": "refusing", "messages": ASK, "tools": [WEATHER], "tool_choice": "required", "stream": stream}
+            r = httpx.post(f"{srv.url}/v1/chat/completions", json=body, timeout=60)
+            assert r.status_code == 400, r.text
+            err = error_of(r)
+            assert err["param"] == "tool_choice" and "--structured-outputs-config.backend guidance" in err["message"], err
+        r = httpx.post(f"{srv.url}/v1/chat/completions", json={"model": "refusing", "messages": HI, "max_tokens": 5}, timeout=60)
+        assert r.status_code == 200, r.text  # no tools, no grammar: served
+
+
+OWN_TEMPLATE = "{% for m in messages %}<<{{ m.role }}>>{{ m.content }}\n{% endfor %}<<assistant>>"
+
+
+def test_raw_mode_renders_with_the_model_own_template_from_where_vllm_loaded_it(misbehaving: Misbehaving, tmp_path: Path) -> None:
+    """No --chat-template: vLLM's /v1/models gives the model's `root`, a directory here, whose
+    chat_template.jinja raw mode renders with (and its card says so), not the bundled ChatML."""
+    (tmp_path / "chat_template.jinja").write_text(OWN_TEMPLATE)
+    misbehaving.mode, misbehaving.root = "xgrammar", str(tmp_path)
+    try:
+        with front(["--upstream", misbehaving.url, "--upstream-mode", "raw", "--model-alias", "own"]) as srv:
+            card = httpx.get(f"{srv.url}/v1/models", timeout=30).json()["data"][0]["toolserve"]
+            assert card["chat_template"] == f"dir:{tmp_path}/chat_template.jinja", card
+            r = httpx.post(f"{srv.url}/v1/chat/completions", json={"model": "own", "messages": HI, "max_tokens": 5}, timeout=60)
+            assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "Red.", r.text
+            assert misbehaving.prompts[-1] == "<<user>>Name three colours.\n<<assistant>>"
+    finally:
+        misbehaving.root = None
+
+
+def test_raw_mode_takes_the_template_of_a_hub_repo_from_the_cache(misbehaving: Misbehaving, tmp_path: Path) -> None:
+    """--upstream-model a Hub repo id: its tokenizer_config.json's template, read from
+    huggingface_hub's cache offline (a named list: the tool_use one)."""
+    snapshot = tmp_path / "models--acme--tiny-chat" / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    (tmp_path / "models--acme--tiny-chat" / "refs").mkdir()
+    (tmp_path / "models--acme--tiny-chat" / "refs" / "main").write_text("0123abcd")
+    config = {"chat_template": [{"name": "default", "template": "plain"}, {"name": "tool_use", "template": OWN_TEMPLATE}]}
+    (snapshot / "tokenizer_config.json").write_text(json.dumps(config))
+    misbehaving.mode = "xgrammar"
+    args = ["--upstream", misbehaving.url, "--upstream-mode", "raw", "--upstream-model", "acme/tiny-chat", "--model-alias", "hub", "--offline"]
+    with front(args, env={"HF_HUB_CACHE": str(tmp_path)}) as srv:
+        card = httpx.get(f"{srv.url}/v1/models", timeout=30).json()["data"][0]["toolserve"]
+        assert card["chat_template"] == "hub:acme/tiny-chat/tokenizer_config.json", card
+        r = httpx.post(f"{srv.url}/v1/chat/completions", json={"model": "hub", "messages": HI, "max_tokens": 5}, timeout=60)
+        assert r.status_code == 200, r.text
+        assert misbehaving.prompts[-1] == "<<user>>Name three colours.\n<<assistant>>"
 
 
 def test_raw_response_format_json_schema(raw_json: Server) -> None:

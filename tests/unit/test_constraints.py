@@ -29,6 +29,11 @@ TEXT = st.text(st.sampled_from([*string.ascii_letters, *" .,:;!?'\"\\/-_()[]{}<>
 
 @pytest.fixture(scope="module")
 def tok() -> Iterator[Any]:
+    yield from vocab()
+
+
+def vocab() -> Iterator[Any]:
+    """The bundled model's vocabulary as llguidance reads it."""
     import llama_cpp
     from llguidance.llamacpp import lltokenizer_from_vocab
 

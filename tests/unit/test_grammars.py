@@ -96,3 +96,58 @@ def test_a_grammar_seen_before_is_not_compiled_again(smollm2_tokenizer) -> None:
     for _ in range(2):  # a grammar that does not compile is refused every time, never remembered
         with pytest.raises(InvalidRequest):
             c.factory('start: "a" undefined_rule\n', param="tools")
+
+
+# a bounded text lexeme as the markup families wrote it before: an intersection that runs
+# llguidance's lexer out of its expression budget once masks are computed over SmolLM2's vocabulary
+BUDGET_BREAKER = (
+    'start: "<parameter=" "city" ">" T "\\n"? "<parameter=" "unit" ">" ("C"|"F") "</parameter>"\n'
+    "T: /(?s:.*)<\\/parameter>/ & ~/(?s:.*(?:<\\/parameter>|<parameter=|<\\/function>|<\\/tool_call>)(?s:.{12,}))/"
+    " & /\\n?(?s:.{0,30})\\n?<\\/parameter>/\n"
+)
+
+
+def test_a_matcher_that_breaks_is_dropped_with_its_template(smollm2_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    """The copies of a compiled grammar share its lexer: one that runs out of budget leaves every
+    later copy able to end the text only (answers of zero tokens). The broken answer goes on
+    free, and the next generation compiles the grammar afresh."""
+    from toolserve.constrain.matcher import Constrainer
+
+    c = Constrainer(lambda: smollm2_tokenizer, lambda t: b"", 49152)
+    factory = c.factory(BUDGET_BREAKER, param="tools")
+    broken = factory()
+    for token in smollm2_tokenizer.tokenize_str("<parameter=city>Paris</parameter>\n"):
+        if broken.forbidden() is None:
+            break
+        broken.accept(token)
+    assert broken.abandoned and broken.forbidden() is None  # free from here on, not stopped
+    for fresh in (factory(), c.factory(BUDGET_BREAKER, param="tools")()):  # the next choice, the next request
+        mask = fresh.forbidden()
+        assert mask is not None and not fresh.abandoned
+        # a live matcher's mask: the call's first token, not "only the end of text"
+        assert mask[smollm2_tokenizer.eos_token] and not mask[smollm2_tokenizer.tokenize_str("<parameter")[0]]
+
+
+@pytest.mark.parametrize("fmt_id", ["qwen3_coder", "glm45", "minimax_m2", "seed_oss"])
+def test_a_bounded_markup_text_keeps_its_lexer_in_budget(smollm2_tokenizer, fmt_id: str) -> None:  # type: ignore[no-untyped-def]
+    """The same bounded string under each markup family, masks computed at every token of a
+    call: no lexer error on the way (it came back as an answer cut at `</parameter`)."""
+    import numpy as np
+
+    from tests.unit.test_constraints import rendered
+    from toolserve.formats import constraint
+    from toolserve.formats.registry import FORMATS
+    from toolserve.types import ToolCall
+
+    tool = ToolSpec("get_weather", "w", {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
+                                                                          "unit": {"type": "string", "enum": ["C", "F"]}},
+                                         "required": ["city", "unit"]})
+    other = ToolSpec("get_time", "t", {"type": "object", "properties": {"zone": {"type": "string", "maxLength": 20}}, "required": ["zone"]})
+    grammar = constraint.required(FORMATS[fmt_id], [tool, other], False, thinking_open=False).grammar
+    m = llguidance.LLMatcher(smollm2_tokenizer, grammar, log_level=0)
+    bits = np.zeros((49152 + 31) // 32, dtype=np.int32)
+    for token in smollm2_tokenizer.tokenize_str(rendered(fmt_id, [ToolCall("c", "get_weather", '{"city": "Paris", "unit": "C"}')])):
+        m.unsafe_compute_mask_ptr(bits.ctypes.data, bits.nbytes)
+        assert not m.is_error(), m.get_error()
+        assert m.consume_token(token), m.get_error()
+    assert m.is_accepting()

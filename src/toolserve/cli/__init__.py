@@ -325,11 +325,13 @@ def startup_lines(args: argparse.Namespace, chat: Sequence[str], embedding: Sequ
     return [f"toolserve: serving {what} on {root}{key}", *(f"toolserve:   {name:<13}  {root}{path}" for name, path in rows)]
 
 
-def _upstream_model(cfg: UpstreamConfig, alias: str | None, limits: Limits) -> UpstreamModel:
+def _upstream_model(cfg: UpstreamConfig, alias: str | None, limits: Limits, args: argparse.Namespace) -> UpstreamModel:
     from toolserve.upstream.passthrough import Passthrough
     from toolserve.upstream.raw import RawUpstream
 
-    return RawUpstream(cfg, alias, limits) if cfg.mode == "raw" else Passthrough(cfg, alias, limits)
+    if cfg.mode == "raw":  # its chat template may come from the Hub, as models by name do
+        return RawUpstream(cfg, alias, limits, offline=args.offline, token=args.hf_token)
+    return Passthrough(cfg, alias, limits)
 
 
 def _models(args: argparse.Namespace, limits: Limits) -> ModelRegistry:
@@ -366,7 +368,7 @@ def _registry(args: argparse.Namespace, limits: Limits) -> ModelRegistry:
 
         mc = resolve_entries(mc, args.config, offline=args.offline, token=args.hf_token)
         local = [LocalModel(e.id, e.local, keep_alive=e.keep_alive, preload=e.preload) for e in mc.models if e.local is not None]
-        remote = [_upstream_model(e.upstream, e.id, limits) for e in mc.models if e.upstream is not None]
+        remote = [_upstream_model(e.upstream, e.id, limits, args) for e in mc.models if e.upstream is not None]
         registry = ModelRegistry(local, remote, default=mc.default, memory_mb=mc.memory_mb, limits=limits, model_map=mc.model_map)
         registry.preload()
         return registry
@@ -386,7 +388,7 @@ def _registry(args: argparse.Namespace, limits: Limits) -> ModelRegistry:
             chat_template=args.chat_template,
             tool_format=args.tool_format,
         )
-        return ModelRegistry([], [_upstream_model(cfg, args.model_alias, limits)], limits=limits)
+        return ModelRegistry([], [_upstream_model(cfg, args.model_alias, limits, args)], limits=limits)
     one = _resolved(args)
     return ModelRegistry.single(load_pipeline(one, limits), one)
 

@@ -40,8 +40,10 @@ class Arming:
 class GrammarConstraint:
     """Masks tokens with an llguidance matcher, from the start or, lazily, once `arming` says."""
 
-    def __init__(self, template: Any, tokenizer: Any, piece: Callable[[int], bytes], n_vocab: int, arming: Arming | None = None):
+    def __init__(self, template: Any, tokenizer: Any, piece: Callable[[int], bytes], n_vocab: int, arming: Arming | None = None,
+                 on_error: Callable[[], None] | None = None):
         self._template = template
+        self._on_error = on_error  # the matcher failed: its template is no good either
         self._tokenizer = tokenizer
         self._piece = piece
         self._n_vocab = n_vocab
@@ -61,6 +63,9 @@ class GrammarConstraint:
         if self._matcher is None:
             return None
         self._matcher.unsafe_compute_mask_ptr(self._bits.ctypes.data, self._bits.nbytes)
+        if self._matcher.is_error():  # its mask would allow the end of text only: the answer would stop here
+            self._fail(self._matcher.get_error())
+            return None
         # inverting the packed words first is the cheapest way to a forbidden-token mask
         return np.unpackbits((~self._bits).view(np.uint8), count=self._n_vocab, bitorder="little").view(np.bool_)
 
@@ -69,7 +74,7 @@ class GrammarConstraint:
             return
         if self._matcher is not None:
             if not self._matcher.consume_token(token):
-                self._abandon(f"token {token} rejected: {self._matcher.get_error()}")
+                self._fail(f"token {token} rejected: {self._matcher.get_error()}")
             return
         self._seen += self._piece(token)
         self._watch()
@@ -124,6 +129,13 @@ class GrammarConstraint:
     def done(self) -> bool:
         return self._matcher is not None and not self.abandoned and bool(self._matcher.is_stopped())
 
+    def _fail(self, why: str) -> None:
+        """The matcher broke (llguidance's lexer out of its budget): every copy of its template
+        shares that lexer, so the template is dropped as well, and this answer goes on free."""
+        self._abandon(why)
+        if self._on_error is not None:
+            self._on_error()
+
     def _abandon(self, why: str) -> None:
         # cannot happen while the mask is applied; logged, and the parser treats the text as text
         log.warning("grammar constraint abandoned: %s", why)
@@ -162,8 +174,12 @@ class Constrainer:
     def factory(self, grammar: str, *, param: str, arming: Arming | None = None) -> GrammarFactory:
         return GrammarFactory(grammar, param, arming, self)
 
-    def constraint(self, template: Any, arming: Arming | None) -> GrammarConstraint:
-        return GrammarConstraint(template, self.tokenizer, self._piece, self._n_vocab, arming)
+    def constraint(self, template: Any, arming: Arming | None, on_error: Callable[[], None] | None = None) -> GrammarConstraint:
+        return GrammarConstraint(template, self.tokenizer, self._piece, self._n_vocab, arming, on_error)
+
+    def forget(self, grammar: str) -> None:
+        with self._lock:
+            self._compiled.pop(grammar, None)
 
     @property
     def specials(self) -> dict[str, int]:
@@ -214,7 +230,13 @@ class GrammarFactory:
     def __call__(self) -> GrammarConstraint:
         if self._constrainer is None:
             raise RuntimeError("a grammar factory must be bound to a Constrainer before use")
-        return self._constrainer.constraint(self._template, self.arming)
+        return self._constrainer.constraint(self._template, self.arming, self._renew)
+
+    def _renew(self) -> None:
+        """A matcher of ours broke: the next choice and the next request compile afresh."""
+        assert self._constrainer is not None
+        self._constrainer.forget(self.grammar)
+        self._template = self._constrainer.recall(self.grammar, self.param)
 
     def __getstate__(self) -> dict[str, Any]:
         return {"grammar": self.grammar, "param": self.param, "arming": self.arming}

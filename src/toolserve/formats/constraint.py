@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from ..errors import Unsupported
 from ..types import ToolSpec
 from .base import Format, Trigger
-from .grammar import Writer, alt, generic_json_schema, json_rule, optional_newline, seq, text_until
+from .grammar import Writer, alt, generic_json_schema, json_rule, lit, optional_newline, rx, seq, text_until
 
 BLANK = "/[ \\t\\n]*/"  # between a reasoning block and the calls
 LEADING = '" "?'  # before a call: a marker written as its first token may carry a space (` functools`)
+# a grammar sent upstream: llguidance's Lark, which vLLM's auto backend hands to guidance (xgrammar refuses it)
+UPSTREAM = "%llguidance {}\n"
 
 
 @dataclass(frozen=True)
@@ -46,27 +48,28 @@ def canonical(fmt: Format) -> Trigger:
     raise Unsupported(f"constrained tool calls are not available for the '{fmt.FORMAT_ID}' tool format", param="tool_choice")
 
 
-def block(w: Writer, t: Trigger, tools: Sequence[ToolSpec], parallel: bool) -> tuple[str, bool]:
-    """One block opened by `t` (its marker first, unless the body writes a lead marker itself;
-    a layout newline after it and before the close, which every reader skips), and whether it
-    holds several calls."""
+def block(w: Writer, t: Trigger, tools: Sequence[ToolSpec], parallel: bool, opened: bool = False) -> tuple[str, bool]:
+    """One block opened by `t` (its marker first, unless the body writes a lead marker itself,
+    or `opened`: the marker was read already; a layout newline after it and before the close,
+    which every reader skips), and whether it holds several calls."""
     body = t.body.grammar(w, tools, parallel)  # type: ignore[attr-defined]
-    head = "" if t.lead else seq(w.mark(t.marker), optional_newline())
+    head = "" if t.lead else seq("" if opened else w.mark(t.marker), optional_newline())
     tail = seq(optional_newline(), w.mark(t.close)) if t.close else ""
     return w.rule("block", seq(head, body.expr, tail)), body.many
 
 
-def calls(w: Writer, fmt: Format, first: Trigger, tools: Sequence[ToolSpec], parallel: bool) -> str:
-    """The answer's calls, the first block opened by `first`: with `parallel`, more blocks of
-    the family's own (canonical) kind after it (also where a block holds a list: the readers
-    take both). The family's wrap goes around them all (the first block's marker may be its
-    opening), or, with no close, before each block (GigaChat's message header)."""
+def calls(w: Writer, fmt: Format, first: Trigger, tools: Sequence[ToolSpec], parallel: bool, opened: bool = False) -> str:
+    """The answer's calls, the first block opened by `first` (`opened`: after its marker): with
+    `parallel`, more blocks of the family's own (canonical) kind after it (also where a block
+    holds a list: the readers take both). The family's wrap goes around them all (the first
+    block's marker may be its opening), or, with no close, before each block (GigaChat's
+    message header)."""
     wrap = fmt.GRAMMAR.calls_wrap
     each = ""
     if wrap is not None and not wrap[1]:
         each = f"({alt([w.mark(o) for o in wrap[0]])})?"
-    head, _ = block(w, first, tools, parallel)
-    out = seq(each, head)
+    head, _ = block(w, first, tools, parallel, opened)
+    out = head if opened else seq(each, head)
     if parallel:
         again, _ = block(w, canonical(fmt), tools, parallel)
         out = f'{out} ("\\n"? {LEADING} {seq(each, again)})*'
@@ -74,29 +77,33 @@ def calls(w: Writer, fmt: Format, first: Trigger, tools: Sequence[ToolSpec], par
         return out
     opens, close = wrap
     closing = f"({w.mark(close)})?"
-    if first.marker in opens:  # the opening was the trigger: the block follows it
+    if opened or first.marker in opens:  # the opening was the trigger, or is behind us: the block follows
         return seq(out, closing)
     return seq(f"{alt([w.mark(o) for o in opens])}?", out, closing)
 
 
 def required(fmt: Format, tools: Sequence[ToolSpec], parallel: bool, *, thinking_open: bool, reasoning: bool = True,
-             specials: Mapping[str, int] | None = None) -> CallConstraint:
+             specials: Mapping[str, int] | None = None, upstream: bool = False) -> CallConstraint:
     """Only calls: from the start, or after the reasoning block: the template's (free text up
     to its close), or, where the model may reason (`reasoning`), one it opens itself. A model
-    that was not asked to reason is not offered a block to wander into."""
+    that was not asked to reason is not offered a block to wander into. `upstream`: one grammar
+    that arms nothing (see `upstream_lazy`)."""
     w = Writer(specials)
+    header = UPSTREAM if upstream else ""
     if fmt.FORMAT_ID == "generic_json":
-        return CallConstraint(f"start: {json_rule(generic_json_schema(tools, parallel, auto=False))}\n")
+        return CallConstraint(f"{header}start: {json_rule(generic_json_schema(tools, parallel, auto=False))}\n")
     own = getattr(fmt, "required_grammar", None)
     if own is not None:  # a family whose reasoning is not a block of markers (Harmony's channels)
-        return CallConstraint(w.grammar(own(w, tools, parallel, thinking_open or reasoning)))
+        return CallConstraint(w.grammar(own(w, tools, parallel, thinking_open or reasoning), header=header))
     body = calls(w, fmt, canonical(fmt), tools, parallel)
     if fmt.REASONING is None or not (thinking_open or reasoning):
-        return CallConstraint(w.grammar(seq(LEADING, body)))
+        return CallConstraint(w.grammar(seq(LEADING, body), header=header))
     open_, close = fmt.REASONING
+    if thinking_open and upstream:  # the template opened it: free text to its close, then calls
+        return CallConstraint(w.grammar(seq(text_until(w, close), BLANK, body), header=header))
     if thinking_open:  # the template opened it: free until its close, which the grammar starts with
         return CallConstraint(w.grammar(seq(w.mark(close), BLANK, body)), ((close, False),))
-    return CallConstraint(w.grammar(seq(f"({seq(w.mark(open_), text_until(w, close), BLANK)})?", LEADING, body)))
+    return CallConstraint(w.grammar(seq(f"({seq(w.mark(open_), text_until(w, close), BLANK)})?", LEADING, body), header=header))
 
 
 def lazy(fmt: Format, tools: Sequence[ToolSpec], parallel: bool, *, thinking_open: bool = False,
@@ -118,3 +125,45 @@ def lazy(fmt: Format, tools: Sequence[ToolSpec], parallel: bool, *, thinking_ope
         canonical(fmt)  # says why
     starts = [calls(w, fmt, t, tools, parallel) for t in armed]
     return CallConstraint(w.grammar(alt(starts)), tuple((t.marker, t.lead) for t in armed), quiet, thinking_open)
+
+
+def upstream_lazy(fmt: Format, tools: Sequence[ToolSpec], parallel: bool, *, thinking_open: bool = False,
+                  specials: Mapping[str, int] | None = None) -> str:
+    """`lazy` as one grammar for an upstream that arms nothing itself (vLLM's guidance backend
+    compiles llguidance's Lark as the local engine does): free text, or free text up to the
+    first call marker (a lazy lexeme ends at its first match) and calls from there on; a lead
+    marker only where the answer starts (free text may not start with one). A reasoning block
+    of a family that keeps calls out of it comes first, opened by the template or the model."""
+    if fmt.FORMAT_ID == "generic_json" or getattr(fmt, "lazy_grammar", None) is not None:
+        raise Unsupported(f"the '{fmt.FORMAT_ID}' tool format has no grammar for tool_choice auto on an upstream", param="tool_choice")
+    w = Writer(specials)
+    armed = [t for t in fmt.GRAMMAR.triggers if t.lazy and has_grammar(t)]
+    if not armed:
+        canonical(fmt)  # says why
+    quiet = fmt.REASONING if fmt.REASONING is not None and not fmt.GRAMMAR.calls_in_reasoning else None
+    heads = [t.marker for t in armed if t.lead] + ([quiet[0]] if quiet and not thinking_open else [])
+    free = "/(.|\\n)*/"
+    if heads:  # text that starts, after blank space, with none of them
+        free += f" & ~/[ \\t\\r\\n]*({'|'.join(rx(m) for m in heads)})(.|\\n)*/"
+    text = w.terminal("text", free)
+    options = [text]
+    for t in armed:
+        if t.lead:
+            options.append(seq(BLANK, calls(w, fmt, t, tools, parallel)))
+        else:
+            options.append(seq(_arm(w, text, t.marker), calls(w, fmt, t, tools, parallel, opened=True)))
+    answer = alt(options)
+    if quiet is not None:
+        open_, close = quiet
+        thought = text_until(w, close)
+        answer = seq(thought if thinking_open else f"({seq(BLANK, w.mark(open_), thought)})?", w.rule("answer", answer))
+    return w.grammar(answer, header=UPSTREAM)
+
+
+def _arm(w: Writer, text: str, marker: str) -> str:
+    """Free text and the first `marker` after it; a marker that is one special token also as
+    that token (no text lexeme matches a special token)."""
+    lazy = w.lazy("arm", seq(text, lit(marker)))
+    if marker not in w.specials:
+        return lazy
+    return alt([lazy, seq(text, f"<[{w.specials[marker]}]>")])

@@ -163,17 +163,25 @@ class Writer:
         self._special_re = re.compile("|".join(map(re.escape, words))) if words else None
         self._rules: dict[str, str] = {}
         self._names: dict[str, str] = {}
+        self._lazy: set[str] = set()
 
     def rule(self, hint: str, body: str) -> str:
         """A rule (lower-case name) for `body`; the same body gets the same rule."""
         return self._named(hint.lower(), body)
 
+    def lazy(self, hint: str, body: str) -> str:
+        """A lazy rule: one lexeme (`body` a token expression) that ends at its first match,
+        text up to a marker and the marker (llguidance's `[lazy]`)."""
+        name = self._named(hint.lower(), body, kind="lazy")
+        self._lazy.add(name)
+        return name
+
     def terminal(self, hint: str, regex: str) -> str:
         """A terminal (upper-case name): one lexeme, for text matched by a regex."""
         return self._named(hint.upper(), regex)
 
-    def _named(self, hint: str, body: str) -> str:
-        key = f"{hint[0].isupper()}:{body}"
+    def _named(self, hint: str, body: str, kind: str = "") -> str:
+        key = f"{kind or hint[0].isupper()}:{body}"
         if key in self._names:
             return self._names[key]
         base = re.sub(r"\W", "_", hint)[:24] or "r"
@@ -196,9 +204,10 @@ class Writer:
             parts.append(lit(text[at:]))
         return " ".join(parts)
 
-    def grammar(self, start: str) -> str:
-        lines = [f"start: {start}"] + [f"{name}: {body}" for name, body in self._rules.items()]
-        return "\n".join(lines) + "\n"
+    def grammar(self, start: str, *, header: str = "") -> str:
+        lines = [f"start: {start}"]
+        lines += [f"{name}{'[lazy]' if name in self._lazy else ''}: {body}" for name, body in self._rules.items()]
+        return header + "\n".join(lines) + "\n"
 
 
 def seq(*parts: str) -> str:
@@ -310,18 +319,20 @@ def text_value(w: Writer, schema: dict[str, Any], stops: Sequence[str], close: s
     # layout newlines around a bounded text are no part of it (the lexer reads the leading one
     # as text: it cannot know yet that a literal "\n" was meant)
     lead, bounded_end = ("\\n?", "\\n?" + end) if layout else ("", end)
-    parts = [f"/(?s:.*){end}/"]
-    if ends:
-        parts.append(f"~/(?s:.*(?:{ends}){tail})/")
+    bounds = []  # each ends with the close too
     low, high = schema.get("minLength"), schema.get("maxLength")
     if isinstance(low, int) or isinstance(high, int):
         lo = max(low, 0) if isinstance(low, int) else 0
-        parts.append(f"/{lead}(?s:.{{{lo},{high if isinstance(high, int) else ''}}}){bounded_end}/")
+        bounds.append(f"/{lead}(?s:.{{{lo},{high if isinstance(high, int) else ''}}}){bounded_end}/")
     pattern = schema.get("pattern")
     if isinstance(pattern, str) and _SIMPLE_PATTERN.match(pattern) and "/" not in pattern:
         inner = pattern[1:] if pattern.startswith("^") else "(?s:.*)" + pattern
         inner = inner[:-1] if inner.endswith("$") and not inner.endswith("\\$") else inner + "(?s:.*)"
-        parts.append(f"/{lead}(?:{inner}){bounded_end}/")
+        bounds.append(f"/{lead}(?:{inner}){bounded_end}/")
+    # any text and the close, unless a bound says so already: one more intersection with a
+    # bound's counted repetition ran llguidance's lexer out of its expression budget on a real
+    # vocabulary (`maxLength: 30` under Qwen3-Coder's markup, SmolLM2's 49k tokens)
+    parts = (bounds or [f"/(?s:.*){end}/"]) + ([f"~/(?s:.*(?:{ends}){tail})/"] if ends else [])
     text = w.terminal(hint, " & ".join(parts))
     return text if token is None else seq(text, f"<[{token}]>")
 

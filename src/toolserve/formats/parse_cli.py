@@ -32,6 +32,7 @@ from .base import Format
 from .deltas import rebuild
 from .lenient import LenientCalls
 from .registry import FORMATS, Detection, explain_detection
+from .template import tokenizer_config_template
 
 
 class _UsageError(Exception):
@@ -110,13 +111,10 @@ def _template_file(path: str) -> str:
     if not path.endswith(".json"):
         return text
     try:
-        found = json.loads(text).get("chat_template")
-    except (ValueError, AttributeError):
+        found = tokenizer_config_template(json.loads(text))  # named templates: the default one, else the first
+    except ValueError:
         found = None
-    if isinstance(found, list):  # named templates: the default one, else the first
-        named = {t.get("name"): t.get("template") for t in found if isinstance(t, dict)}
-        found = named.get("default") or next(iter(named.values()), None)
-    if not isinstance(found, str):
+    if found is None:
         raise _UsageError(f"template file {path}: no chat_template string in this JSON file")
     return found
 

@@ -56,6 +56,16 @@ def bundled_template_source(name: str) -> str:
     return (resources.files("toolserve.formats") / "templates" / f"{name}.jinja").read_text("utf-8")
 
 
+def tokenizer_config_template(config: Any, prefer: str = "default") -> str | None:
+    """The `chat_template` of a `tokenizer_config.json` (parsed): a string, or of a list of named
+    ones `prefer`, else the default one, else the first."""
+    found = config.get("chat_template") if isinstance(config, dict) else None
+    if isinstance(found, list):
+        named = {t.get("name"): t.get("template") for t in found if isinstance(t, dict)}
+        found = named.get(prefer) or named.get("default") or next(iter(named.values()), None)
+    return found if isinstance(found, str) else None
+
+
 def choose_template(
     gguf_template: str | None, architecture: str | None, override: str | None = None
 ) -> tuple[str, str]:

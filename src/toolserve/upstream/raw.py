@@ -7,19 +7,28 @@ contract are toolserve's own, for families the upstream cannot parse.
 `openai` sends `response_format` on the completion request (vLLM, SGLang, toolserve),
 `vllm` adds vLLM's `structured_outputs` and older `guided_json`, `none` refuses with a 400.
 Tool calls of the generic_json format are plain JSON, so `tool_choice` maps onto the same
-guided JSON; other formats have no portable way to force a call: `required` / a named
-function is a 400 there.
+guided JSON. With `vllm`, every other family's calls are constrained as on the local engine:
+the family's own grammar (llguidance's Lark, which vLLM compiles with its guidance backend:
+start it with `--structured-outputs-config.backend guidance`) goes upstream as
+`structured_outputs.grammar`, for `required` and a named function, and in its
+lazy form (free text until a call marker) for `auto`. The markers that are one token of the
+upstream's vocabulary (asked once from its /tokenize) are written as that token or its text.
+Without `vllm`, `required` / a named function are a 400 for those families.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from toolserve.config import UpstreamConfig
-from toolserve.errors import ModelLoadError, Unsupported, UpstreamError
+from toolserve.errors import InvalidRequest, ModelLoadError, Unsupported, UpstreamError
+from toolserve.formats import constraint
 from toolserve.formats.grammar import closed, generic_json_schema
 from toolserve.formats.registry import detect_format, get_format
 from toolserve.formats.template import ChatTemplate, bundled_template_source
@@ -28,28 +37,48 @@ from toolserve.serving.conversation import ChatRequest, RemoteChat, ResponseSche
 from toolserve.serving.pipeline import Finish, Limits, Piece
 from toolserve.types import SamplingParams, Usage
 from toolserve.upstream.passthrough import Forwarding, _usage
+from toolserve.upstream.template import model_template
 
 Json = dict[str, Any]
 Choice = Callable[[int], AsyncIterator[Piece | Finish]]
+Grammar = Callable[[Mapping[str, int]], str]  # the calls' grammar, given the markers that are one upstream token
+
+log = logging.getLogger("toolserve.upstream")
+# what vLLM says when its structured-output backend cannot take a Lark grammar (xgrammar, outlines, ...)
+_GRAMMAR_REFUSED = ("grammar", "structured output", "structured_output")
+
+
+def _refuses_grammar(exc: UpstreamError) -> bool:
+    return exc.status == 400 and any(w in exc.message.lower() for w in _GRAMMAR_REFUSED)
 
 
 class RawUpstream(Forwarding):
     mode = "raw"
 
-    def __init__(self, cfg: UpstreamConfig, alias: str | None = None, limits: Limits | None = None):
+    def __init__(self, cfg: UpstreamConfig, alias: str | None = None, limits: Limits | None = None, *,
+                 offline: bool = False, token: str | None = None):
+        """The chat template: `chat_template` (a file), else the model's own where its name is a
+        directory here or a Hub repo id (else, at start, vLLM's `root` for it), else ChatML."""
         super().__init__(cfg, alias, limits)
+        self._offline, self._token = offline, token
+        self._tokens: dict[str, int] | None = None  # the family's markers that are one upstream token
+        self._refused: str | None = None  # why the upstream refused a grammar (found at start)
         if cfg.chat_template:
             try:
-                source, label = Path(cfg.chat_template).read_text("utf-8"), "file"
+                found: tuple[str, str] | None = (Path(cfg.chat_template).read_text("utf-8"), "file")
             except OSError as exc:
                 raise ModelLoadError(f"cannot read chat template {cfg.chat_template}: {exc.strerror}") from exc
         else:
-            source, label = bundled_template_source("chatml"), "bundled:chatml"
+            found = model_template(cfg.upstream_model, offline=offline, token=token) if cfg.upstream_model else None
+        self._use(*(found or (bundled_template_source("chatml"), "bundled:chatml")))
+
+    def _use(self, source: str, label: str) -> None:
         # the upstream tokenizes the text and adds BOS itself: the template writes none
         self.template = ChatTemplate(source, label=label)
-        fmt_id = cfg.tool_format if cfg.tool_format != "auto" else detect_format(source, None)
+        fmt_id = self.cfg.tool_format if self.cfg.tool_format != "auto" else detect_format(source, None)
         self.fmt = get_format(fmt_id)
         self.renderer = ChatRenderer(self.template, self.fmt)
+        self._tokens = None
 
     def extra_card(self) -> dict[str, Any]:
         return {
@@ -85,6 +114,7 @@ class RawUpstream(Forwarding):
                 "whose tokens toolserve does not see.",
                 param="logprobs",
             )
+        grammar = self._calls_grammar(prompt_text, opts) if response_schema is None else None
         body: Json = {
             "prompt": prompt_text,
             "stream": True,
@@ -94,7 +124,7 @@ class RawUpstream(Forwarding):
             "top_p": params.top_p,
             "n": 1,
             "skip_special_tokens": False,  # vLLM, SGLang: the parser needs the family's markers
-            **self._guided(opts, response_schema),
+            **({} if grammar is not None else self._guided(opts, response_schema)),
         }
         optional = {
             "top_k": params.top_k or None,
@@ -110,9 +140,40 @@ class RawUpstream(Forwarding):
 
         def choice(i: int) -> AsyncIterator[Piece | Finish]:
             seeded = body if params.seed is None else {**body, "seed": params.seed + i}
-            return self._generate(seeded)
+            return self._generate(seeded, grammar)
 
         return choice
+
+    def _calls_grammar(self, prompt_text: str, opts: ChatOptions) -> Grammar | None:
+        """The family's grammar for the calls, where the upstream takes one (`guided: vllm`) and
+        the request has tools: as on the local engine, `auto` lazily, and where a family has no
+        lazy form the answer is left free (the parser returns only well-formed calls) unless a
+        tool is strict. Built here once, so what cannot be built is a 400 before anything is sent."""
+        if not opts.calls_allowed or self.cfg.guided != "vllm" or self.fmt.FORMAT_ID == "generic_json":
+            return None
+        if self._refused is not None:
+            raise self._refusal(self._refused)
+        thinking_open = self.renderer.thinking_open(prompt_text)
+        fmt = self.fmt
+        if opts.tool_choice == "auto":
+            def grammar(tokens: Mapping[str, int]) -> str:
+                return constraint.upstream_lazy(fmt, opts.tools, opts.parallel_tool_calls, thinking_open=thinking_open, specials=tokens)
+        else:
+            tools = [t for t in opts.tools if t.name == opts.tool_name] if opts.tool_choice == "function" else list(opts.tools)
+            parallel = opts.parallel_tool_calls and opts.tool_choice != "function"
+            reasoning = self.renderer.may_reason(prompt_text)
+
+            def grammar(tokens: Mapping[str, int]) -> str:
+                return constraint.required(fmt, tools, parallel, thinking_open=thinking_open, reasoning=reasoning,
+                                           specials=tokens, upstream=True).grammar
+        try:
+            grammar({})
+        except InvalidRequest as exc:
+            if opts.tool_choice != "auto" or any(t.strict for t in opts.tools):
+                raise
+            log.info("tool calls left unconstrained under tool_choice auto: %s", exc.message)
+            return None
+        return grammar
 
     def _guided(self, opts: ChatOptions, response_schema: ResponseSchema | None) -> Json:
         if response_schema is not None:
@@ -131,9 +192,9 @@ class RawUpstream(Forwarding):
             what = "'required'" if opts.tool_choice == "required" else f"naming '{opts.tool_name}'"
             raise Unsupported(
                 f"tool_choice {what} cannot be enforced for '{self.model_id}': it runs on an upstream server in raw "
-                f"mode, and an upstream's guided decoding takes a JSON schema, which cannot express calls in the "
-                f"'{self.fmt.FORMAT_ID}' format. Use tool_choice 'auto', passthrough mode, or tool_format generic_json "
-                "with guided decoding.",
+                f"mode with guided '{self.cfg.guided}', and a JSON schema cannot express calls in the "
+                f"'{self.fmt.FORMAT_ID}' format. Set the model's guided to 'vllm' (--upstream-guided vllm) for a vLLM "
+                "upstream, which takes the family's grammar; or use tool_choice 'auto' or passthrough mode.",
                 param="tool_choice",
             )
         return {}  # auto: unconstrained; the parser returns only well-formed calls
@@ -158,10 +219,17 @@ class RawUpstream(Forwarding):
             out["guided_json"] = schema  # before (removed in 0.12)
         return out
 
-    async def _generate(self, body: Json) -> AsyncIterator[Piece | Finish]:
+    async def _generate(self, body: Json, grammar: Grammar | None = None) -> AsyncIterator[Piece | Finish]:
         loop = asyncio.get_running_loop()
         started = loop.time()
-        resp = await self.client.open("/v1/completions", self.upstream_body(body))
+        if grammar is not None:
+            body = {**body, "structured_outputs": {"grammar": grammar(await self.marker_tokens())}}
+        try:
+            resp = await self.client.open("/v1/completions", self.upstream_body(body))
+        except UpstreamError as exc:
+            if grammar is None or not _refuses_grammar(exc):
+                raise
+            raise self._refusal(exc.message) from None
         first = last = None
         finish: str | None = None
         usage = None
@@ -195,3 +263,69 @@ class RawUpstream(Forwarding):
         )
         self.observe(done)
         yield done
+
+    async def start(self) -> None:
+        await super().start()
+        if self.template.label == "bundled:chatml" and not self.cfg.chat_template:
+            # vLLM lists where it loaded the model from as `root` (a directory, or a repo id)
+            root = next((m.get("root") for m in self.client.models if m["id"] == self.upstream_model), None)
+            if isinstance(root, str) and root and root != self.cfg.upstream_model:
+                found = await asyncio.to_thread(model_template, root, offline=self._offline, token=self._token)
+                if found is not None:
+                    self._use(*found)
+        log.info("upstream %s, raw mode: chat template %s, tool format %s", self.model_id, self.template.label, self.fmt.FORMAT_ID)
+        if self.cfg.guided == "vllm" and self.client.healthy:
+            await self.check_grammar()
+
+    async def check_grammar(self) -> None:
+        """Whether the upstream takes a grammar (one token under a grammar of one word), so that a
+        vLLM on a backend that cannot read Lark refuses a request before its stream starts."""
+        body = self.upstream_body({"prompt": "ok", "max_tokens": 1, "structured_outputs": {"grammar": f'{constraint.UPSTREAM}start: "ok"\n'}})
+        try:
+            resp = await self.client.open("/v1/completions", body)
+            await resp.aclose()
+        except UpstreamError as exc:
+            if _refuses_grammar(exc):
+                self._refused = exc.message
+                log.warning("upstream %s refuses grammars: %s", self.model_id, exc.message)
+            return
+        except Exception as exc:  # down, or anything else: the requests will tell
+            log.info("upstream %s: grammar check skipped: %s", self.model_id, exc)
+            return
+        await self.marker_tokens()
+
+    def _refusal(self, message: str) -> Unsupported:
+        return Unsupported(
+            f"The upstream of '{self.model_id}' refused the tool calls' grammar ({message.strip()[:300]}). "
+            "toolserve sends the family's grammar in llguidance's Lark dialect as structured_outputs.grammar: "
+            "start vLLM (0.10.2 or later) with --structured-outputs-config.backend guidance (an engine runs one "
+            "structured-output backend, and under the default 'auto' the first structured request picks it), "
+            "or set this model's guided to 'openai' (tool_choice 'auto' left unconstrained).",
+            param="tool_choice",
+        )
+
+    async def marker_tokens(self) -> dict[str, int]:
+        """The family's markers that the upstream's tokenizer reads as one token, by id, asked
+        once from its /tokenize (vLLM: `prompt`, llama.cpp: `content`); {} where it has none
+        (a marker is then written as text)."""
+        if self._tokens is not None:
+            return self._tokens
+        found: dict[str, int] = {}
+        g = self.fmt.GRAMMAR
+        markers = {t.marker for t in g.triggers} | {t.close for t in g.triggers if t.close} | set(self.fmt.REASONING or ())
+        if g.calls_wrap is not None:
+            markers |= {*g.calls_wrap[0], g.calls_wrap[1]}
+        for marker in sorted(m for m in markers if m):
+            body = self.upstream_body({"prompt": marker, "content": marker, "add_special_tokens": False})
+            try:
+                resp = await self.client.http.post("/tokenize", json=body, timeout=10.0)
+                tokens = resp.json().get("tokens") if resp.status_code == 200 else None
+            except (httpx.HTTPError, ValueError, AttributeError):
+                return {}  # not known this time: asked again next time
+            if resp.status_code == 404:
+                break  # no /tokenize: markers as text
+            if isinstance(tokens, list) and len(tokens) == 1 and isinstance(tokens[0], int):
+                found[marker] = tokens[0]
+        self._tokens = found
+        log.info("upstream %s: markers that are one token: %s", self.model_id, found or "none")
+        return found

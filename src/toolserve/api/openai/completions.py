@@ -90,7 +90,14 @@ class CompletionRun:
         base = convert.sampling(req, max_tokens=max_tokens, n_vocab=info.n_vocab, logprobs=req.logprobs)
         base = fill_sampling(base, pipe.sampling_fill(prose=False), convert.sampling_sent(req))  # a raw prompt continued
         schema = convert.response_schema(req)
-        if schema is not None:  # the grammar starts at the first generated token
+        so = req.structured_outputs
+        if so is not None and schema is not None:
+            raise InvalidRequest("Give response_format or structured_outputs, not both.", param="structured_outputs")
+        if so is not None and so.grammar is not None:  # the grammar starts at the first generated token
+            base = dataclasses.replace(base, constraint=pipe.constrainer.factory(so.grammar, param="structured_outputs.grammar"))
+        elif so is not None:
+            schema = ("json_object", None) if so.json_object else ("json_schema", so.json_schema)
+        if schema is not None:
             base = dataclasses.replace(base, constraint=pipe.constraint("", ChatOptions(), schema))
         self.params = [pipe.fit(tokens, base, param="prompt") for _, tokens in self.prompts]
         self.stops = convert.stops(req)

