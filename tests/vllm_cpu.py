@@ -27,8 +27,8 @@ from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 folder, name, out = sys.argv[1:4]
 tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
 torch.manual_seed(0)
-config = Qwen2Config(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+config = Qwen2Config(vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                     num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
                      tie_word_embeddings=True, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id)
 Qwen2ForCausalLM(config).to(torch.bfloat16).save_pretrained(out)
 tok.save_pretrained(out)
@@ -63,8 +63,9 @@ def venv() -> Path:
 
 
 def model() -> Path:
-    """The tiny random model's directory (config, bf16 safetensors, tokenizer, chat template)."""
-    out = cache_dir() / "tiny-qwen2"
+    """The tiny random model's directory (config, bf16 safetensors, tokenizer, chat template);
+    heads of 64 (vLLM's CPU attention has no kernel for 16)."""
+    out = cache_dir() / "tiny-qwen2-h64"
     if (out / "chat_template.jinja").exists() and (out / "model.safetensors").exists():
         return out
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

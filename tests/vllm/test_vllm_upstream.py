@@ -47,6 +47,8 @@ def vllm(model_dir: Path) -> Iterator[ServerProcess]:
     cmd, env = vllm_cpu.command(model_dir, port, "--served-model-name", "tiny", "--structured-outputs-config.backend", "guidance",
                                 "--enable-auto-tool-choice", "--tool-call-parser", "hermes")
     srv = ServerProcess(cmd, port, env=env, ready_timeout=600)
+    r = httpx.post(f"{srv.url}/v1/completions", json={"model": "tiny", "prompt": "Hi", "max_tokens": 2}, timeout=300)
+    assert r.status_code == 200, f"vLLM cannot generate here: {r.text}\n{srv.stderr_text()[-3000:]}"
     yield srv
     srv.stop()
 

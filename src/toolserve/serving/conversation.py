@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -173,10 +173,12 @@ async def text_steps(pieces: AsyncIterator[Piece | Finish]) -> AsyncIterator[Ste
 @dataclass
 class RemoteChat:
     """A chat request continued by an upstream: its rendered prompt (None where the upstream
-    renders it) and each choice's steps."""
+    renders it), each choice's steps, and `open`, which sends choice 0's request now, so that
+    the upstream's refusal (its 4xx) reaches the client as a status before a stream begins."""
 
     prompt_text: str | None
     choice: Callable[[int], AsyncIterator[Step]]
+    open: Callable[[], Awaitable[None]] | None = None
 
 
 @runtime_checkable
@@ -236,6 +238,11 @@ class Conversation:
         assert isinstance(self.model, Pipeline)  # upstream models give no logprobs
         return self.model.engine.token_piece(token)
 
+    async def send(self) -> None:
+        """An upstream's conversation: choice 0's request sent now (`RemoteChat.open`)."""
+        if self._remote is not None and self._remote.open is not None:
+            await self._remote.open()
+
     def choice(self, i: int) -> AsyncIterator[Step]:
         """The steps of choice i (of n), a Finish last."""
         if self._remote is not None:
@@ -268,4 +275,9 @@ async def start_conversation(registry: ModelRegistry, req: ChatRequest) -> Conve
         check_caps(req, entry.limits)
         conv = Conversation(entry, with_defaults(req, entry.limits.sampling_defaults))
         conv.ticket = entry.admit()
+        try:
+            await conv.send()
+        except BaseException:
+            conv.ticket.release()
+            raise
         return conv

@@ -4,8 +4,9 @@ itself, e.g. vLLM with --enable-auto-tool-choice); toolserve repairs the tool-ca
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Generic, TypeVar
 
 import httpx
 
@@ -18,6 +19,7 @@ from toolserve.upstream.client import UpstreamBackend
 from toolserve.upstream.repair import StreamRepair, repair_response
 
 Json = dict[str, Any]
+T = TypeVar("T")
 
 
 def _usage(raw: Any) -> Usage | None:
@@ -47,6 +49,35 @@ class Relay:
     async def aclose(self) -> None:
         await self._chunks.aclose()  # type: ignore[attr-defined]
         await self._resp.aclose()
+
+
+class Opened(Generic[T]):
+    """Choice 0's upstream answer, opened before its stream (`RemoteChat.open`) and taken by the
+    choice; closed if nothing takes it within a minute (a client gone before its stream began),
+    so that the upstream does not generate for no one."""
+
+    GRACE = 60.0
+
+    def __init__(self) -> None:
+        self._held: dict[int, T] = {}
+        self._closing: set[asyncio.Task[None]] = set()
+
+    def put(self, i: int, value: T, close: Callable[[T], Awaitable[None]]) -> None:
+        self._held[i] = value
+
+        async def closed() -> None:
+            await close(value)
+
+        def expire() -> None:
+            if self._held.pop(i, None) is not None:
+                task = asyncio.ensure_future(closed())
+                self._closing.add(task)
+                task.add_done_callback(self._closing.discard)
+
+        asyncio.get_running_loop().call_later(self.GRACE, expire)
+
+    def take(self, i: int) -> T | None:
+        return self._held.pop(i, None)
 
 
 class Forwarding(UpstreamBackend):
@@ -169,10 +200,16 @@ class Passthrough(Forwarding):
         """For the protocols other than chat completions: the request as a chat body to the
         upstream's chat endpoint, its repaired deltas back as steps."""
         body = chat_body(req)
+        opened: Opened[Relay] = Opened()
+
+        def seeded(i: int) -> Json:
+            return body if req.sampling.seed is None else {**body, "seed": req.sampling.seed + i}
+
+        async def open_first() -> None:
+            opened.put(0, await self.forward_stream("/v1/chat/completions", seeded(0)), Relay.aclose)
 
         async def steps(i: int) -> AsyncIterator[Step]:
-            seeded = body if req.sampling.seed is None else {**body, "seed": req.sampling.seed + i}
-            relay = await self.forward_stream("/v1/chat/completions", seeded)
+            relay = opened.take(i) or await self.forward_stream("/v1/chat/completions", seeded(i))
             started: set[int] = set()
             reason, usage = "stop", Usage(0, 0)
             try:
@@ -190,4 +227,4 @@ class Passthrough(Forwarding):
                 reason = "tool_calls"
             yield Step([], [], Finish(reason, usage))
 
-        return RemoteChat(None, steps)
+        return RemoteChat(None, steps, open_first)

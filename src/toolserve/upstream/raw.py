@@ -36,11 +36,10 @@ from toolserve.serving.chat import ChatOptions, ChatRenderer
 from toolserve.serving.conversation import ChatRequest, RemoteChat, ResponseSchema, Step, shape
 from toolserve.serving.pipeline import Finish, Limits, Piece
 from toolserve.types import SamplingParams, Usage
-from toolserve.upstream.passthrough import Forwarding, _usage
+from toolserve.upstream.passthrough import Forwarding, Opened, _usage
 from toolserve.upstream.template import model_template
 
 Json = dict[str, Any]
-Choice = Callable[[int], AsyncIterator[Piece | Finish]]
 Grammar = Callable[[Mapping[str, int]], str]  # the calls' grammar, given the markers that are one upstream token
 
 log = logging.getLogger("toolserve.upstream")
@@ -91,12 +90,16 @@ class RawUpstream(Forwarding):
     def start_chat(self, req: ChatRequest) -> RemoteChat:
         """A conversation's prompt rendered here, continued by the upstream, parsed here."""
         prompt = self.renderer.render(req.messages, req.options)
-        choice = self.prepare(prompt, req.options, req.sampling, req.stops, req.response_schema, req.max_tokens)
+        body, grammar = self.prepare(prompt, req.options, req.sampling, req.stops, req.response_schema, req.max_tokens)
+        opened: Opened[httpx.Response] = Opened()
+
+        async def open_first() -> None:
+            opened.put(0, await self._open(body(0), grammar), httpx.Response.aclose)
 
         def steps(i: int) -> AsyncIterator[Step]:
-            return shape(choice(i), self.renderer.shaper(prompt, req.options))
+            return shape(self._generate(body(i), grammar, opened.take(i)), self.renderer.shaper(prompt, req.options))
 
-        return RemoteChat(prompt, steps)
+        return RemoteChat(prompt, steps, open_first)
 
     def prepare(
         self,
@@ -106,8 +109,9 @@ class RawUpstream(Forwarding):
         stops: Sequence[str],
         response_schema: ResponseSchema | None,
         max_tokens: int | None,
-    ) -> Choice:
-        """Check the request against what the upstream can do; the choices' generators."""
+    ) -> tuple[Callable[[int], Json], Grammar | None]:
+        """Check the request against what the upstream can do; each choice's completion body,
+        and the calls' grammar to send with it."""
         if params.logprobs is not None:
             raise Unsupported(
                 f"logprobs are not available for '{self.model_id}': it runs on an upstream server in raw mode, "
@@ -138,11 +142,10 @@ class RawUpstream(Forwarding):
         if params.repetition_penalty != 1.0:
             body["repetition_penalty"] = body["repeat_penalty"] = params.repetition_penalty  # vLLM's and llama.cpp's names
 
-        def choice(i: int) -> AsyncIterator[Piece | Finish]:
-            seeded = body if params.seed is None else {**body, "seed": params.seed + i}
-            return self._generate(seeded, grammar)
+        def seeded(i: int) -> Json:
+            return body if params.seed is None else {**body, "seed": params.seed + i}
 
-        return choice
+        return seeded, grammar
 
     def _calls_grammar(self, prompt_text: str, opts: ChatOptions) -> Grammar | None:
         """The family's grammar for the calls, where the upstream takes one (`guided: vllm`) and
@@ -219,17 +222,21 @@ class RawUpstream(Forwarding):
             out["guided_json"] = schema  # before (removed in 0.12)
         return out
 
-    async def _generate(self, body: Json, grammar: Grammar | None = None) -> AsyncIterator[Piece | Finish]:
-        loop = asyncio.get_running_loop()
-        started = loop.time()
+    async def _open(self, body: Json, grammar: Grammar | None) -> httpx.Response:
+        """The completion request sent, its answer's status read (a refusal raised here)."""
         if grammar is not None:
             body = {**body, "structured_outputs": {"grammar": grammar(await self.marker_tokens())}}
         try:
-            resp = await self.client.open("/v1/completions", self.upstream_body(body))
+            return await self.client.open("/v1/completions", self.upstream_body(body))
         except UpstreamError as exc:
             if grammar is None or not _refuses_grammar(exc):
                 raise
             raise self._refusal(exc.message) from None
+
+    async def _generate(self, body: Json, grammar: Grammar | None, opened: httpx.Response | None = None) -> AsyncIterator[Piece | Finish]:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        resp = opened if opened is not None else await self._open(body, grammar)
         first = last = None
         finish: str | None = None
         usage = None
