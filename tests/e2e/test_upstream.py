@@ -110,17 +110,21 @@ class Misbehaving(StubHttp):
         elif method == "GET" and path == "/v1/models":
             model = {"id": "broken", "object": "model", **({"root": self.root} if self.root else {})}
             writer.write(self.reply("200 OK", json.dumps({"object": "list", "data": [model]}).encode()))
-        elif self.mode == "xgrammar" and path == "/v1/completions":  # vLLM with a backend that cannot read Lark
+        elif self.mode in ("xgrammar", "bound") and path == "/v1/completions":  # vLLM with a backend that cannot read Lark
             self.prompts.append(body.get("prompt"))
             if isinstance(body.get("structured_outputs"), dict) and "grammar" in body["structured_outputs"]:
-                err = {"error": {"message": "Invalid grammar specification.", "type": "BadRequestError", "param": None, "code": 400}}
-                writer.write(self.reply("400 Bad Request", json.dumps(err).encode()))
+                if self.mode == "xgrammar":  # started with --structured-outputs-config.backend xgrammar: refused up front
+                    err = {"error": {"message": "Invalid grammar specification.", "type": "BadRequestError", "param": None, "code": 400}}
+                    writer.write(self.reply("400 Bad Request", json.dumps(err).encode()))
+                else:  # 'auto', whose engine an earlier request bound to xgrammar: it fails compiling
+                    err = {"error": {"message": "Internal server error", "type": "InternalServerError", "param": None, "code": 500}}
+                    writer.write(self.reply("500 Internal Server Error", json.dumps(err).encode()))
             else:
                 chunk = {"id": "x", "object": "text_completion", "created": 0, "model": "broken",
                          "choices": [{"index": 0, "text": "Red.", "finish_reason": "stop"}]}
                 writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
                 writer.write(b"data: " + json.dumps(chunk).encode() + b"\n\ndata: [DONE]\n\n")
-        elif self.mode == "xgrammar" and path == "/tokenize":
+        elif self.mode in ("xgrammar", "bound") and path == "/tokenize":
             writer.write(self.reply("404 Not Found", b'{"detail": "Not Found"}'))
         elif self.mode == "surrogate":  # a lone \ud800 escape in its text, as a buggy upstream may send
             writer.write(self._surrogate_answer(bool(body.get("stream"))))
@@ -364,10 +368,13 @@ def test_raw_auto_grammar_holds_a_call_the_upstream_starts(raw_pythonic: Server,
     jsonschema.validate(json.loads(m["calls"][0]["arguments"]), UNIT_WEATHER["function"]["parameters"])
 
 
-def test_raw_grammar_an_upstream_refuses_is_a_400_naming_the_flag(misbehaving: Misbehaving) -> None:
+@pytest.mark.parametrize("mode", ["xgrammar", "bound"])
+def test_raw_grammar_an_upstream_refuses_is_a_400_naming_the_flag(misbehaving: Misbehaving, mode: str) -> None:
     """vLLM started with a structured-output backend that cannot read llguidance's Lark
-    (xgrammar, outlines): its 400 becomes ours, saying which vLLM setting takes the grammar."""
-    misbehaving.mode = "xgrammar"
+    (xgrammar: a 400), or whose engine an earlier structured request bound to one (a 500 under a
+    grammar, answers without): found at start, every tool request is a 400 saying which vLLM
+    setting takes the grammar, requests without tools are served."""
+    misbehaving.mode = mode
     with front(["--upstream", misbehaving.url, "--upstream-mode", "raw", "--upstream-guided", "vllm", "--tool-format", "hermes",
                 "--model-alias", "refusing"]) as srv:
         for stream in (False, True):

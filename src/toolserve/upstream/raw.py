@@ -45,6 +45,8 @@ Grammar = Callable[[Mapping[str, int]], str]  # the calls' grammar, given the ma
 log = logging.getLogger("toolserve.upstream")
 # what vLLM says when its structured-output backend cannot take a Lark grammar (xgrammar, outlines, ...)
 _GRAMMAR_REFUSED = ("grammar", "structured output", "structured_output")
+GUIDANCE = ("start vLLM (0.10.2 or later) with --structured-outputs-config.backend guidance (an engine runs one "
+            "structured-output backend, and under the default 'auto' the first structured request of its life picks it)")
 
 
 def _refuses_grammar(exc: UpstreamError) -> bool:
@@ -229,9 +231,13 @@ class RawUpstream(Forwarding):
         try:
             return await self.client.open("/v1/completions", self.upstream_body(body))
         except UpstreamError as exc:
-            if grammar is None or not _refuses_grammar(exc):
+            if grammar is None:
                 raise
-            raise self._refusal(exc.message) from None
+            if _refuses_grammar(exc):
+                raise self._refusal(exc.message) from None
+            if exc.status >= 500:  # vLLM whose engine took another backend first fails on the grammar with a 500
+                exc.message += f" (the request carried the tool calls' grammar: {GUIDANCE})"
+            raise
 
     async def _generate(self, body: Json, grammar: Grammar | None, opened: httpx.Response | None = None) -> AsyncIterator[Piece | Finish]:
         loop = asyncio.get_running_loop()
@@ -287,12 +293,13 @@ class RawUpstream(Forwarding):
     async def check_grammar(self) -> None:
         """Whether the upstream takes a grammar (one token under a grammar of one word), so that a
         vLLM on a backend that cannot read Lark refuses a request before its stream starts."""
-        body = self.upstream_body({"prompt": "ok", "max_tokens": 1, "structured_outputs": {"grammar": f'{constraint.UPSTREAM}start: "ok"\n'}})
+        plain = self.upstream_body({"prompt": "ok", "max_tokens": 1})
         try:
-            resp = await self.client.open("/v1/completions", body)
-            await resp.aclose()
+            await self._probe({**plain, "structured_outputs": {"grammar": f'{constraint.UPSTREAM}start: "ok"\n'}})
         except UpstreamError as exc:
-            if _refuses_grammar(exc):
+            # a 500 under the grammar but none without it: vLLM's engine runs another backend
+            # (the first structured request of its life picked xgrammar)
+            if _refuses_grammar(exc) or (exc.status >= 500 and await self._probe(plain, quiet=True)):
                 self._refused = exc.message
                 log.warning("upstream %s refuses grammars: %s", self.model_id, exc.message)
             return
@@ -301,12 +308,21 @@ class RawUpstream(Forwarding):
             return
         await self.marker_tokens()
 
+    async def _probe(self, body: Json, quiet: bool = False) -> bool:
+        """One short completion; whether it was answered (`quiet`: errors are False)."""
+        try:
+            resp = await self.client.open("/v1/completions", body)
+            await resp.aclose()
+        except UpstreamError:
+            if quiet:
+                return False
+            raise
+        return True
+
     def _refusal(self, message: str) -> Unsupported:
         return Unsupported(
             f"The upstream of '{self.model_id}' refused the tool calls' grammar ({message.strip()[:300]}). "
-            "toolserve sends the family's grammar in llguidance's Lark dialect as structured_outputs.grammar: "
-            "start vLLM (0.10.2 or later) with --structured-outputs-config.backend guidance (an engine runs one "
-            "structured-output backend, and under the default 'auto' the first structured request picks it), "
+            f"toolserve sends the family's grammar in llguidance's Lark dialect as structured_outputs.grammar: {GUIDANCE}; "
             "or set this model's guided to 'openai' (tool_choice 'auto' left unconstrained).",
             param="tool_choice",
         )
