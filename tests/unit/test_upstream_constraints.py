@@ -122,3 +122,22 @@ def test_required_upstream_holds_from_the_first_token(tok: Any) -> None:
     call = rendered("qwen3_coder", [ToolCall("call_1", "get_weather", '{"city": "Oslo"}')])
     assert accepts(tok, g, call)
     assert not accepts(tok, g, f"Sure.\n{call}")
+
+
+def test_an_answer_may_end_on_the_model_end_of_turn_token(tok: Any) -> None:
+    """vLLM's guidance allows only the tokenizer's EOS where a grammar may end; a model whose
+    turn ends on another token (`<|im_end|>`) gets it offered there, and only there."""
+    end = 2  # <|im_end|> in the bundled model's vocabulary
+    assert tok.decode_str([end]) == "<|im_end|>"
+    call = rendered("hermes", [ToolCall("call_1", "get_weather", '{"city": "Oslo"}')])
+    for g in (constraint.upstream_lazy(FORMATS["hermes"], [WEATHER], True),
+              constraint.required(FORMATS["hermes"], [WEATHER], True, thinking_open=False, upstream=True).grammar):
+        ended = constraint.upstream_ends(g, [end])
+        assert not llguidance.LLMatcher.validate_grammar(ended), ended
+        for text in ([call, f"{call}\n", f"{call}\n{call}\n"] if "lazy" not in ended else [call, f"It is sunny.\n{call}\n", "It is sunny."]):
+            m = llguidance.LLMatcher(tok, ended, log_level=0)
+            assert m.consume_tokens([*tok.tokenize_str(text), end]) and m.is_accepting(), text
+        m = llguidance.LLMatcher(tok, ended, log_level=0)
+        half = tok.tokenize_str(call[: len(call) // 2])
+        assert m.consume_tokens(half) and not m.consume_token(end)  # not inside a call
+    assert constraint.upstream_ends("start: x\n", []) == "start: x\n"

@@ -7,6 +7,9 @@ its parser reads (`Trigger`, `Spec`), after its reasoning block when it has one.
 - `lazy` (tool_choice "auto"): the model writes freely until it writes one of the family's
   call markers; from that marker on only valid calls follow (llama.cpp's lazy grammars).
 
+- `upstream_lazy` / `required(upstream=True)`: the same as one grammar for a server that arms
+  nothing itself (vLLM, raw mode): its own free text up to the first marker.
+
 Both return a `CallConstraint`: Lark text (llguidance's dialect) and the triggers a lazy one
 waits for. The grammar always starts with the trigger itself, so whichever marker the model
 wrote is fed to it from its first character. Pure text: special tokens come in as ids.
@@ -24,7 +27,7 @@ from .grammar import Writer, alt, generic_json_schema, json_rule, lit, optional_
 
 BLANK = "/[ \\t\\n]*/"  # between a reasoning block and the calls
 LEADING = '" "?'  # before a call: a marker written as its first token may carry a space (` functools`)
-# a grammar sent upstream: llguidance's Lark, which vLLM's auto backend hands to guidance (xgrammar refuses it)
+# a grammar sent upstream says it is llguidance's Lark: xgrammar refuses it, so vLLM never takes it for its own
 UPSTREAM = "%llguidance {}\n"
 
 
@@ -167,3 +170,17 @@ def _arm(w: Writer, text: str, marker: str) -> str:
     if marker not in w.specials:
         return lazy
     return alt([lazy, seq(text, f"<[{w.specials[marker]}]>")])
+
+
+def upstream_ends(grammar: str, ends: Sequence[int]) -> str:
+    """An upstream grammar that lets the answer end on the model's own end-of-turn tokens:
+    llguidance on vLLM allows only the tokenizer's EOS where a grammar may end, and a chat
+    model's end of turn is often another token (`<|im_end|>` where EOS is `<|endoftext|>`):
+    without it the model can end no answer, and writes call after call to max_tokens."""
+    if not ends:
+        return grammar
+    lines = grammar.split("\n")
+    at = next(i for i, line in enumerate(lines) if line.startswith("start: "))
+    # blank space before it too: a model ends a call block with a newline, then its turn
+    lines[at] = f"start: ({lines[at][len('start: '):]}) ({BLANK} {alt([f'<[{t}]>' for t in ends])})?"
+    return "\n".join(lines)

@@ -45,6 +45,10 @@ Grammar = Callable[[Mapping[str, int]], str]  # the calls' grammar, given the ma
 log = logging.getLogger("toolserve.upstream")
 # what vLLM says when its structured-output backend cannot take a Lark grammar (xgrammar, outlines, ...)
 _GRAMMAR_REFUSED = ("grammar", "structured output", "structured_output")
+# chat templates' end-of-turn markers: those the template writes and the upstream reads as one
+# token may end an answer under a grammar (constraint.upstream_ends)
+END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>", "<|return|>", "<|call|>",
+               "<｜end▁of▁sentence｜>", "</s>", "<|endoftext|>")
 GUIDANCE = ("start vLLM (0.10.2 or later) with --structured-outputs-config.backend guidance (an engine runs one "
             "structured-output backend, and under the default 'auto' the first structured request of its life picks it)")
 
@@ -227,7 +231,9 @@ class RawUpstream(Forwarding):
     async def _open(self, body: Json, grammar: Grammar | None) -> httpx.Response:
         """The completion request sent, its answer's status read (a refusal raised here)."""
         if grammar is not None:
-            body = {**body, "structured_outputs": {"grammar": grammar(await self.marker_tokens())}}
+            tokens = await self.marker_tokens()
+            ends = [tokens[m] for m in END_OF_TURN if m in tokens]
+            body = {**body, "structured_outputs": {"grammar": constraint.upstream_ends(grammar(tokens), ends)}}
         try:
             return await self.client.open("/v1/completions", self.upstream_body(body))
         except UpstreamError as exc:
@@ -338,6 +344,7 @@ class RawUpstream(Forwarding):
         markers = {t.marker for t in g.triggers} | {t.close for t in g.triggers if t.close} | set(self.fmt.REASONING or ())
         if g.calls_wrap is not None:
             markers |= {*g.calls_wrap[0], g.calls_wrap[1]}
+        markers |= {m for m in END_OF_TURN if m in self.template.source}
         for marker in sorted(m for m in markers if m):
             body = self.upstream_body({"prompt": marker, "content": marker, "add_special_tokens": False})
             try:
