@@ -74,7 +74,10 @@ def test_auto_upstream_prose_is_free_and_calls_after_it_are_held(tok: Any, fmt_i
         text = call if starts_with_lead(fmt_id, call) else f"{prose}\n{call}"
         assert accepts(tok, g, text), (text, g)
         got = check_calls(fmt_id, tools, text)
-        assert [(c.name, json.loads(c.arguments)) for c in got] == [(c.name, json.loads(c.arguments)) for c in calls]
+        # the prose changes nothing the parser reads (whether the renderer and the parser agree
+        # on every value is test_constraints.py's question: GLM-4.5 reads `\\` in a raw value as `\`)
+        alone = fmt.parse(call, tools).tool_calls
+        assert [(c.name, json.loads(c.arguments)) for c in got] == [(c.name, json.loads(c.arguments)) for c in alone] != []
         # from the marker on the grammar holds: a tool that is not offered is refused
         wrong = rendered(fmt_id, [ToolCall("call_0", "not_offered", "{}")])
         assert not accepts(tok, g, wrong if starts_with_lead(fmt_id, wrong) else f"{prose}\n{wrong}"), g
@@ -137,6 +140,8 @@ def test_an_answer_may_end_on_the_model_end_of_turn_token(tok: Any) -> None:
         for text in ([call, f"{call}\n", f"{call}\n{call}\n"] if "lazy" not in ended else [call, f"It is sunny.\n{call}\n", "It is sunny."]):
             m = llguidance.LLMatcher(tok, ended, log_level=0)
             assert m.consume_tokens([*tok.tokenize_str(text), end]) and m.is_accepting(), text
+        m = llguidance.LLMatcher(tok, ended, log_level=0)  # one newline before it, not a padding of them
+        assert not (m.consume_tokens(tok.tokenize_str(f"{call}\n\n\n")) and m.is_accepting())
         m = llguidance.LLMatcher(tok, ended, log_level=0)
         half = tok.tokenize_str(call[: len(call) // 2])
         assert m.consume_tokens(half) and not m.consume_token(end)  # not inside a call

@@ -181,6 +181,7 @@ def upstream_ends(grammar: str, ends: Sequence[int]) -> str:
         return grammar
     lines = grammar.split("\n")
     at = next(i for i, line in enumerate(lines) if line.startswith("start: "))
-    # blank space before it too: a model ends a call block with a newline, then its turn
-    lines[at] = f"start: ({lines[at][len('start: '):]}) ({BLANK} {alt([f'<[{t}]>' for t in ends])})?"
+    # a newline before it too (a model ends a call block with one, then its turn), one only: a
+    # weak model offered free blank space pads with newlines until max_tokens
+    lines[at] = f"start: ({lines[at][len('start: '):]}) (\"\\n\"? {alt([f'<[{t}]>' for t in ends])})?"
     return "\n".join(lines)
