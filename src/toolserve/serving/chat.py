@@ -276,10 +276,17 @@ def constraint_for(
                 raise
             log.info("tool calls left unconstrained under tool_choice auto: %s", exc.message)
             return None
-    tools = [t for t in opts.tools if t.name == opts.tool_name] if opts.tool_choice == "function" else list(opts.tools)
-    parallel = opts.parallel_tool_calls and opts.tool_choice != "function"
+    tools, parallel = forced_calls(opts)
     c = constraint.required(fmt, tools, parallel, thinking_open=thinking_open, reasoning=reasoning, specials=constrainer.specials)
     return _factory(constrainer, c)
+
+
+def forced_calls(opts: ChatOptions) -> tuple[list[ToolSpec], bool]:
+    """The tools a call may name under `required` or a named function, and whether several
+    calls may come (never for a named function)."""
+    if opts.tool_choice == "function":
+        return [t for t in opts.tools if t.name == opts.tool_name], False
+    return list(opts.tools), opts.parallel_tool_calls
 
 
 def _factory(constrainer: Constrainer, c: constraint.CallConstraint) -> Callable[[], TokenConstraint]:

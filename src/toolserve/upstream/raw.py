@@ -32,7 +32,7 @@ from toolserve.formats import constraint
 from toolserve.formats.grammar import closed, generic_json_schema
 from toolserve.formats.registry import detect_format, get_format
 from toolserve.formats.template import ChatTemplate, bundled_template_source
-from toolserve.serving.chat import ChatOptions, ChatRenderer
+from toolserve.serving.chat import ChatOptions, ChatRenderer, forced_calls
 from toolserve.serving.conversation import ChatRequest, RemoteChat, ResponseSchema, Step, shape
 from toolserve.serving.pipeline import Finish, Limits, Piece
 from toolserve.types import SamplingParams, Usage
@@ -168,8 +168,7 @@ class RawUpstream(Forwarding):
             def grammar(tokens: Mapping[str, int]) -> str:
                 return constraint.upstream_lazy(fmt, opts.tools, opts.parallel_tool_calls, thinking_open=thinking_open, specials=tokens)
         else:
-            tools = [t for t in opts.tools if t.name == opts.tool_name] if opts.tool_choice == "function" else list(opts.tools)
-            parallel = opts.parallel_tool_calls and opts.tool_choice != "function"
+            tools, parallel = forced_calls(opts)
             reasoning = self.renderer.may_reason(prompt_text)
 
             def grammar(tokens: Mapping[str, int]) -> str:
@@ -193,8 +192,7 @@ class RawUpstream(Forwarding):
         if not opts.calls_allowed:
             return {}
         if self.fmt.FORMAT_ID == "generic_json" and self.cfg.guided != "none":
-            tools = [t for t in opts.tools if t.name == opts.tool_name] if opts.tool_choice == "function" else list(opts.tools)
-            parallel = opts.parallel_tool_calls and opts.tool_choice != "function"
+            tools, parallel = forced_calls(opts)
             schema = generic_json_schema(tools, parallel, auto=opts.tool_choice == "auto")
             return self._guided_json("json_schema", schema, "tool_choice")
         if opts.tool_choice in ("required", "function"):
