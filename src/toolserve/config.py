@@ -122,6 +122,7 @@ class UpstreamConfig:
     """A model served by another OpenAI-compatible server (vLLM, SGLang, llama.cpp, toolserve)."""
 
     url: str  # the server's root; a trailing /v1 is accepted
+    replicas: tuple[str, ...] = ()  # other servers of the same model (upstream/pool.py chooses per request)
     api_key: str | None = None  # sent as 'Authorization: Bearer KEY'
     upstream_model: str | None = None  # the upstream's name of the model; None: its first listed model
     mode: str = "passthrough"  # passthrough: its chat endpoint; raw: our template + its /v1/completions
@@ -131,6 +132,10 @@ class UpstreamConfig:
     chat_template: str | None = None  # raw mode: Jinja file; None: the bundled ChatML
     tool_format: str = "auto"  # raw mode: a format id, or detected from the template
     health_interval: float = 5.0  # seconds between health checks while it is up (1 s while down)
+
+    @property
+    def urls(self) -> tuple[str, ...]:
+        return (self.url, *self.replicas)
 
 
 @dataclass(frozen=True)
@@ -301,9 +306,13 @@ def _lora_item(where: str, item: Any, base: Path) -> Lora:
 
 
 def _upstream_entry(where: str, d: dict[str, Any], base: Path) -> ModelEntry:
-    url = str(_typed(where, "url", d["url"], (str,), "a URL"))
-    if not url.startswith(("http://", "https://")):
-        raise ConfigError(f"{where}.url: {url!r} is not an http:// or https:// URL")
+    urls = d["url"] if isinstance(d["url"], list) and d["url"] else [d["url"]]
+    for k, url in enumerate(urls):
+        place = f"{where}.url" if len(urls) == 1 else f"{where}.url[{k}]"
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            raise ConfigError(f"{place}: {url!r} is not an http:// or https:// URL")
+    if len(set(urls)) < len(urls):
+        raise ConfigError(f"{where}.url: a URL is listed twice")
     api_key = d.get("api_key")
     if "api_key_env" in d:
         name = str(_typed(where, "api_key_env", d["api_key_env"], (str,), "an environment variable name"))
@@ -325,7 +334,8 @@ def _upstream_entry(where: str, d: dict[str, Any], base: Path) -> ModelEntry:
     if not model_id:
         raise ConfigError(f"{where}: an upstream model needs 'id' or 'upstream_model'")
     cfg = UpstreamConfig(
-        url=url,
+        url=urls[0],
+        replicas=tuple(urls[1:]),
         api_key=None if api_key is None else str(api_key),
         upstream_model=None if upstream_model is None else str(upstream_model),
         mode=mode,

@@ -68,6 +68,13 @@ models:
     assert up is not None and big.local is None
     assert (up.api_key, up.mode, up.guided, up.timeout, up.tool_format) == ("secret", "raw", "vllm", 30.0, "llama3_json")
     assert up.verify_tls == str(tmp_path / "ca.pem")
+    assert up.urls == ("https://gpu-box:8000/v1",)
+
+
+def test_an_upstream_entry_may_list_several_servers(tmp_path: Path) -> None:
+    path = write(tmp_path, "models:\n  - id: q\n    url: [http://a:8000, http://b:8000/v1]\n")
+    (entry,) = load_models_config(path).models
+    assert entry.upstream is not None and entry.upstream.urls == ("http://a:8000", "http://b:8000/v1")
 
 
 @pytest.mark.parametrize(
@@ -79,6 +86,9 @@ models:
         ("models:\n  - url: http://x\n    upstream_model: m\n    guided: xgrammar", "guided"),
         ("models:\n  - url: http://x", "needs 'id' or 'upstream_model'"),
         ("models:\n  - url: ftp://x\n    id: a", "not an http"),
+        ("models:\n  - url: [http://x, ftp://y]\n    id: a", "models[0].url[1]: 'ftp://y' is not an http"),
+        ("models:\n  - url: [http://x, http://x]\n    id: a", "models[0].url: a URL is listed twice"),
+        ("models:\n  - url: 8000\n    id: a", "models[0].url: 8000 is not an http"),
         ("models:\n  - id: a\n  - id: a", "used twice"),
         ("models:\n  - id: a\ndefault: b", "default 'b'"),
         ("models:\n  - id: a\n    ctx_size: big", "models[0].ctx_size: expected an integer"),

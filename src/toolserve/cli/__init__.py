@@ -120,7 +120,7 @@ def _model_config(args: argparse.Namespace) -> ModelConfig:
 def _upstream_flags(p: Container) -> None:
     d = UpstreamConfig(url="")
     p.add_argument("--config", metavar="FILE", default=env_default("config", None), help="YAML file listing several models, local and upstream (see docs/upstreams.md); replaces --model and --upstream")
-    p.add_argument("--upstream", metavar="URL", default=env_default("upstream", None), help="serve a model of another OpenAI-compatible server (vLLM, SGLang, llama.cpp, toolserve) instead of a local GGUF")
+    p.add_argument("--upstream", metavar="URL", default=env_default("upstream", None), help="serve a model of another OpenAI-compatible server (vLLM, SGLang, llama.cpp, toolserve) instead of a local GGUF; URL,URL,...: several servers of the same model (requests spread, prefix affinity, failover)")
     p.add_argument("--upstream-api-key", metavar="KEY", default=env_default("upstream_api_key", None), help="API key the upstream wants (sent as a Bearer token)")
     p.add_argument("--upstream-model", metavar="NAME", default=env_default("upstream_model", None), help="the upstream's model name (default: the first it lists); clients see --model-alias or this")
     p.add_argument("--upstream-mode", default=env_default("upstream_mode", d.mode), choices=UPSTREAM_MODES, help="passthrough: the upstream's chat endpoint, deltas repaired; raw: toolserve renders (--chat-template, --tool-format) and parses, the upstream completes text")
@@ -375,10 +375,15 @@ def _registry(args: argparse.Namespace, limits: Limits) -> ModelRegistry:
     if args.upstream:
         if args.model:
             raise ToolserveError("--model and --upstream are exclusive: a model is local or upstream")
-        if not args.upstream.startswith(("http://", "https://")):
-            raise ToolserveError(f"--upstream {args.upstream!r} is not an http:// or https:// URL")
+        urls = [u.strip() for u in args.upstream.split(",") if u.strip()]
+        for url in urls or [args.upstream]:
+            if not url.startswith(("http://", "https://")):
+                raise ToolserveError(f"--upstream {url!r} is not an http:// or https:// URL")
+        if len(set(urls)) < len(urls):
+            raise ToolserveError("--upstream lists a URL twice")
         cfg = UpstreamConfig(
-            url=args.upstream,
+            url=urls[0],
+            replicas=tuple(urls[1:]),
             api_key=args.upstream_api_key or None,
             upstream_model=args.upstream_model or None,
             mode=args.upstream_mode,

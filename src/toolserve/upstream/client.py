@@ -1,4 +1,4 @@
-"""Talking to an upstream OpenAI-compatible server: one httpx client per upstream model, its
+"""Talking to an upstream OpenAI-compatible server: one httpx client per upstream server, its
 health, and what can go wrong mapped to our errors.
 
 - Health: `/health` (or `/v1/models` where `/health` is a 404) at start, then every
@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import re
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, overload
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -37,7 +36,6 @@ from toolserve.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from toolserve.serving.pipeline import Finish, Limits, Ticket
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +160,7 @@ class UpstreamClient:
         self._open: set[httpx.Response] = set()  # responses being read, closed by abort_all
         self._aborted = False
         self._closing: set[asyncio.Future[None]] = set()
+        self.on_down: Callable[[], None] | None = None  # told when it goes down (the pool forgets its prefixes)
 
     # -- health ----------------------------------------------------------------------------
     def _set(self, ok: bool, error: str | None) -> None:
@@ -169,6 +168,8 @@ class UpstreamClient:
             log.info("upstream %s (%s) is up", self._name(), safe_url(self.url))
         elif not ok and self.healthy is not False:
             log.warning("upstream %s (%s) is down: %s", self._name(), safe_url(self.url), error)
+            if self.on_down is not None:
+                self.on_down()
         self.healthy, self.error, self.checked_at = ok, None if ok else error, time.time()
 
     def mark_down(self, error: str) -> None:
@@ -228,9 +229,16 @@ class UpstreamClient:
             raise self.unavailable()
 
     # -- requests --------------------------------------------------------------------------
-    async def open(self, path: str, body: dict[str, Any]) -> httpx.Response:
+    @overload
+    async def open(self, path: str, body: dict[str, Any]) -> httpx.Response: ...
+    @overload
+    async def open(self, path: str, body: dict[str, Any], failover: bool) -> httpx.Response | None: ...
+
+    async def open(self, path: str, body: dict[str, Any], failover: bool = False) -> httpx.Response | None:
         """POST and return the response once its headers arrived and its status is 2xx
-        (the body is read by the caller: `read_json` or `sse`). Errors are ours."""
+        (the body is read by the caller: `read_json` or `sse`). Errors are ours. `failover`:
+        another upstream can take the request, so one that cannot be connected to is marked
+        down at once and None returned (no retries)."""
         self.require()
         resp = None
         for attempt in range(len(CONNECT_RETRY_DELAYS) + 1):
@@ -238,8 +246,10 @@ class UpstreamClient:
                 resp = await self.http.send(self.http.build_request("POST", path, json=body), stream=True)
                 break
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # nothing was sent: safe to try again
-                if attempt == len(CONNECT_RETRY_DELAYS):
+                if failover or attempt == len(CONNECT_RETRY_DELAYS):
                     self.mark_down(describe(exc))
+                    if failover:
+                        return None
                     raise self.unavailable() from None
                 await asyncio.sleep(CONNECT_RETRY_DELAYS[attempt])
             except httpx.TimeoutException:
@@ -323,108 +333,3 @@ class UpstreamClient:
             task = asyncio.ensure_future(resp.aclose())
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
-
-
-class UpstreamBackend:
-    """What both modes share: our id, admission, health, the /v1/models card."""
-
-    kind = "upstream"
-    mode = "passthrough"
-
-    def __init__(self, cfg: UpstreamConfig, alias: str | None = None, limits: Limits | None = None):
-        self.cfg = cfg
-        self.alias = alias
-        self.limits = limits or Limits()
-        self.client = UpstreamClient(cfg, name=lambda: self.model_id or safe_url(cfg.url))
-        self.in_flight = 0
-        self.last_used = time.monotonic()
-        self.created = int(time.time())
-        self.observers: list[Any] = []  # callables taking a Finish (metrics)
-        self._closing = False
-        digest = hashlib.sha256(f"{root_url(cfg.url)}:{cfg.upstream_model}:{cfg.mode}".encode()).hexdigest()
-        self.fingerprint = f"fp_{digest[:10]}"
-
-    @property
-    def upstream_model(self) -> str | None:
-        """The upstream's name of the model: configured, else the first one it lists."""
-        if self.cfg.upstream_model:
-            return self.cfg.upstream_model
-        return str(self.client.models[0]["id"]) if self.client.models else None
-
-    @property
-    def model_id(self) -> str | None:
-        return self.alias or self.upstream_model
-
-    @property
-    def available(self) -> bool:
-        return self.client.healthy is not False
-
-    def unavailable(self) -> ToolserveError:
-        return self.client.unavailable()
-
-    def admit(self) -> Ticket:
-        if self._closing:
-            raise ShuttingDown("The server is shutting down; retry on another instance or later.")
-        self.client.require()
-        self.in_flight += 1
-        return Ticket(self)
-
-    def upstream_body(self, body: dict[str, Any]) -> dict[str, Any]:
-        out = dict(body)
-        name = self.upstream_model
-        if name is None:
-            out.pop("model", None)  # the upstream's own default
-        else:
-            out["model"] = name
-        return out
-
-    def observe(self, done: Finish) -> None:
-        for fn in self.observers:
-            fn(done)
-
-    async def start(self) -> None:
-        await self.client.start()
-        if self.model_id is None:
-            log.warning("upstream %s: its model is not known yet (it has not answered)", safe_url(self.cfg.url))
-
-    async def close(self) -> None:
-        await self.client.close()
-
-    def drain(self, grace: float) -> None:
-        self._closing = True
-        asyncio.get_running_loop().call_later(grace, self.client.abort_all)
-
-    def status(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "backend": "upstream",
-            "mode": self.mode,
-            "available": self.available,
-            "loaded": self.client.healthy is True,
-            "in_flight": self.in_flight,
-            "upstream_model": self.upstream_model,
-        }
-        if self.client.error:
-            out["error"] = self.client.error
-        return out
-
-    def card(self) -> dict[str, Any]:
-        theirs = next((m for m in self.client.models if m.get("id") == self.upstream_model), {})
-        card: dict[str, Any] = {
-            "id": self.model_id,
-            "object": "model",
-            "created": theirs.get("created", self.created),
-            "owned_by": theirs.get("owned_by", "upstream"),
-        }
-        if isinstance(theirs.get("max_model_len"), int):
-            card["max_model_len"] = theirs["max_model_len"]
-        card["toolserve"] = {
-            **self.status(),
-            "url": safe_url(self.cfg.url),
-            "timeout": self.cfg.timeout,
-            "verify_tls": self.cfg.verify_tls is not False,
-            **self.extra_card(),
-        }
-        return card
-
-    def extra_card(self) -> dict[str, Any]:
-        return {}

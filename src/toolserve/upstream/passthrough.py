@@ -15,7 +15,7 @@ from toolserve.serving.chat import tool_json
 from toolserve.serving.conversation import ChatRequest, RemoteChat, Step
 from toolserve.serving.pipeline import Finish
 from toolserve.types import ContentDelta, Delta, Message, ReasoningDelta, ToolCallArgs, ToolCallStart, Usage
-from toolserve.upstream.client import UpstreamBackend
+from toolserve.upstream.backend import UpstreamBackend
 from toolserve.upstream.repair import StreamRepair, repair_response
 
 Json = dict[str, Any]

@@ -346,7 +346,7 @@ class RawUpstream(Forwarding):
         for marker in sorted(m for m in markers if m):
             body = self.upstream_body({"prompt": marker, "content": marker, "add_special_tokens": False})
             try:
-                resp = await self.client.http.post("/tokenize", json=body, timeout=10.0)
+                resp = await self.client.any().http.post("/tokenize", json=body, timeout=10.0)
                 tokens = resp.json().get("tokens") if resp.status_code == 200 else None
             except (httpx.HTTPError, ValueError, AttributeError):
                 return {}  # not known this time: asked again next time

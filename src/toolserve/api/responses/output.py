@@ -42,13 +42,13 @@ class OutputBuilder:
         self.seq += 1
         return {"type": kind, "sequence_number": self.seq - 1, **fields}
 
-    def _close(self) -> list[Json]:
+    def _close(self, status: str = "completed") -> list[Json]:
         item, self.open = self.open, None
         if item is None:
             return []
         at = {"item_id": item["id"], "output_index": self.items.index(item)}
         out = []
-        item["status"] = "completed"
+        item["status"] = status
         if item["type"] == "message":
             text = item["content"][0]["text"]
             out += [self._ev("response.output_text.done", **at, content_index=0, text=text, logprobs=[]),
@@ -156,8 +156,9 @@ class OutputBuilder:
                             summary_index=0, part=dict(part)))
         return out
 
-    def finish(self) -> list[Json]:
-        return self._close()
+    def finish(self, status: str = "completed") -> list[Json]:
+        """The open item done (`incomplete`: the answer failed while it was being written)."""
+        return self._close(status)
 
     def ran(self, item: Json, result: CallResult) -> list[Json]:
         """The events of an MCP call that has run, the item done with its output or error."""

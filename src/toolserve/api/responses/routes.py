@@ -110,7 +110,7 @@ class ResponseRun:
         except ToolserveError as exc:
             if not in_band:
                 raise
-            for ev in b.finish():
+            for ev in b.finish("incomplete"):
                 yield ev
             yield b._ev("response.failed", response=self.envelope("failed", self.finish, exc))
             return
