@@ -15,7 +15,9 @@ Usage: ``python tests/vllm_cpu.py`` makes both and prints the model's directory.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -81,8 +83,31 @@ def command(model_dir: Path, port: int, *extra: str) -> tuple[list[str], dict[st
     cpus = os.cpu_count() or 1
     cmd = [str(venv() / "bin" / "vllm"), "serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port),
            "--max-model-len", "2048", "--dtype", "bfloat16", *extra]
-    env = {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_OMP_THREADS_BIND": f"0-{cpus - 1}" if cpus > 1 else "0"}
+    env = {"VLLM_CPU_KVCACHE_SPACE": "2", "VLLM_CPU_OMP_THREADS_BIND": f"0-{cpus - 1}" if cpus > 1 else "0",
+           # vLLM 0.32 writes its own `required` as an xgrammar structural tag, which its guidance
+           # backend cannot read (KeyError 'triggers'); off, it sends a JSON schema, which it can
+           "VLLM_ENFORCE_STRICT_TOOL_CALLING": "0"}
     return cmd, env
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a vLLM server and its engine processes at once, as a crash would (killing the API
+    server alone leaves its EngineCore and worker running, orphaned)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    tree, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        tree.append(p)
+        todo += children.get(p, [])
+    for p in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(p, signal.SIGKILL)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,24 @@ def vllm(model_dir: Path) -> Iterator[ServerProcess]:
 
 
 @pytest.fixture(scope="module")
+def second_vllm(model_dir: Path) -> Iterator[ServerProcess]:
+    """A second vLLM serving the same model: two upstreams behind one toolserve model."""
+    port = free_port()
+    cmd, env = vllm_cpu.command(model_dir, port, "--served-model-name", "tiny", "--structured-outputs-config.backend", "guidance",
+                                "--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+    srv = ServerProcess(cmd, port, env=env, ready_timeout=600)
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def pool(vllm: ServerProcess, second_vllm: ServerProcess) -> Iterator[Server]:
+    srv = Server(["--upstream", f"{vllm.url},{second_vllm.url}", "--model-alias", "pool"])
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
 def raw(vllm: ServerProcess) -> Iterator[Server]:
     srv = Server(["--upstream", vllm.url, "--upstream-mode", "raw", "--upstream-guided", "vllm", "--model-alias", "raw"])
     yield srv
@@ -155,3 +173,118 @@ def test_a_client_that_hangs_up_cancels_the_vllm_request(request: pytest.Fixture
         time.sleep(0.5)
     assert metric(vllm, "vllm:num_requests_running") == 0
     assert metric(vllm, "vllm:generation_tokens_total") - before < 1000  # it stopped long before max_tokens
+
+
+# ---- the other protocols, through both modes -------------------------------------------------------
+
+FN_WEATHER = {"type": "function", "name": "get_weather", "parameters": WEATHER["function"]["parameters"]}
+TOOL_WEATHER = {"name": "get_weather", "input_schema": WEATHER["function"]["parameters"]}
+
+
+@pytest.mark.parametrize("front", ["raw", "passthrough"])
+@pytest.mark.parametrize("stream", [False, True])
+def test_responses_messages_and_ollama_through_vllm(request: pytest.FixtureRequest, front: str, stream: bool) -> None:
+    """Text with usage and each protocol's finish, streamed and not; in raw mode a call too, held
+    by the Hermes grammar toolserve sends (passthrough's calls are vLLM's own `required`, whose
+    JSON a random model pads with blank space to max_tokens under guidance's flexible whitespace)."""
+    import anthropic
+
+    srv: Server = request.getfixturevalue(front)
+    model = "raw" if front == "raw" else "pass"
+    oa = client_of(srv)
+    kw: dict[str, Any] = {"model": model, "input": "Hello", "max_output_tokens": 16, "temperature": 0}
+    if stream:  # the client's stream helper wants response.completed; a random model's text is cut: incomplete
+        with oa.responses.create(**kw, stream=True) as events:
+            final = [e for e in events if e.type in ("response.completed", "response.incomplete")]
+        r = final[-1].response  # type: ignore[union-attr]
+    else:
+        r = oa.responses.create(**kw)
+    assert r.status in ("completed", "incomplete") and r.usage is not None and r.usage.input_tokens > 0, r
+    assert r.output_text and r.model == model
+
+    an = anthropic.Anthropic(base_url=srv.url, api_key="unused", max_retries=0, timeout=120)
+    hello: dict[str, Any] = {"model": model, "max_tokens": 16, "messages": [{"role": "user", "content": "Hello"}]}
+    msg = an.messages.stream(**hello).__enter__().get_final_message() if stream else an.messages.create(**hello)
+    assert msg.stop_reason in ("end_turn", "max_tokens") and msg.content[0].type == "text" and msg.content[0].text
+    assert msg.usage.input_tokens > 0 and msg.usage.output_tokens > 0
+
+    body = {"model": model, "messages": ASK, "stream": stream, "options": {"num_predict": 16, "temperature": 0}}
+    with httpx.stream("POST", f"{srv.url}/api/chat", json=body, timeout=120) as resp:
+        assert resp.status_code == 200
+        lines = [json.loads(x) for x in resp.iter_lines() if x]
+    assert lines[-1]["done"] and lines[-1]["prompt_eval_count"] > 0 and lines[-1]["eval_count"] > 0, lines[-1]
+    assert all("error" not in x for x in lines)
+    if front == "passthrough":
+        return
+
+    kw = {**kw, "input": ASK[0]["content"], "tools": [FN_WEATHER], "tool_choice": "required", "max_output_tokens": 120,
+          "parallel_tool_calls": False}  # a random model under `required` calls on to max_tokens where it may
+    r = oa.responses.stream(**kw).__enter__().get_final_response() if stream else oa.responses.create(**kw)
+    calls = [o for o in r.output if o.type == "function_call"]
+    assert calls and calls[0].name == "get_weather" and r.status == "completed", r
+    jsonschema.validate(json.loads(calls[0].arguments), SCHEMAS["get_weather"])
+    ask: dict[str, Any] = {"model": model, "max_tokens": 120, "messages": ASK, "tools": [TOOL_WEATHER],
+                           "tool_choice": {"type": "any", "disable_parallel_tool_use": True}}
+    msg = an.messages.stream(**ask).__enter__().get_final_message() if stream else an.messages.create(**ask)
+    uses = [b for b in msg.content if b.type == "tool_use"]
+    assert msg.stop_reason == "tool_use" and uses and uses[0].name == "get_weather", msg
+    jsonschema.validate(uses[0].input, SCHEMAS["get_weather"])
+
+
+# ---- two vLLMs behind one model ------------------------------------------------------------------
+
+
+def test_two_vllms_share_the_requests_and_a_next_turn_finds_its_prefix(pool: Server, vllm: ServerProcess, second_vllm: ServerProcess) -> None:
+    done = "vllm:request_success_total"
+    before = metric(vllm, done), metric(second_vllm, done)
+    for k in range(4):
+        r = httpx.post(f"{pool.url}/v1/chat/completions", json={"model": "pool", "messages": [{"role": "user", "content": f"Hi {k}"}],
+                                                                 "max_tokens": 4}, timeout=120)
+        assert r.status_code == 200, r.text
+    assert (metric(vllm, done) - before[0], metric(second_vllm, done) - before[1]) == (2, 2)
+    # three conversations whose first turns alternate: taking turns alone would move one of them
+    system = "You are a careful assistant who answers about the weather in one sentence. " * 30  # ~450 tokens
+    convs = [[{"role": "system", "content": f"({k}) {system}"}, {"role": "user", "content": "Paris?"}] for k in range(3)]
+    homes = []
+    for messages in convs:
+        first = metric(vllm, done)
+        r = httpx.post(f"{pool.url}/v1/chat/completions", json={"model": "pool", "messages": messages, "max_tokens": 4}, timeout=120)
+        homes.append(metric(vllm, done) - first)
+        messages += [{"role": "assistant", "content": r.json()["choices"][0]["message"]["content"] or "."},
+                     {"role": "user", "content": "And Rome?"}]
+    hits = metric(vllm, "vllm:prefix_cache_hits_total") + metric(second_vllm, "vllm:prefix_cache_hits_total")
+    for messages, home in zip(convs, homes, strict=True):
+        first = metric(vllm, done)
+        r = httpx.post(f"{pool.url}/v1/chat/completions", json={"model": "pool", "messages": messages, "max_tokens": 4}, timeout=120)
+        assert r.status_code == 200 and metric(vllm, done) - first == home  # where its first turn went
+    gained = metric(vllm, "vllm:prefix_cache_hits_total") + metric(second_vllm, "vllm:prefix_cache_hits_total") - hits
+    assert gained >= 3 * 256, gained  # each next turn read its first turn's prompt (~470 tokens) from the cache
+
+
+def test_a_vllm_killed_mid_stream_then_its_traffic_goes_to_the_other(pool: Server, vllm: ServerProcess, second_vllm: ServerProcess) -> None:
+    """Last in the module: it kills the second vLLM. A front of that vLLM alone ends the stream
+    it was reading with an error event and answers 503 after; the pool's front serves on."""
+    solo = Server(["--upstream", second_vllm.url, "--model-alias", "solo"])
+    try:
+        body = {"model": "solo", "messages": ASK, "max_tokens": 2000, "temperature": 1.0, "stream": True}
+        with httpx.stream("POST", f"{solo.url}/v1/chat/completions", json=body, timeout=120) as r:
+            assert r.status_code == 200
+            lines = []
+            for line in r.iter_lines():
+                lines.append(line)
+                if len(lines) == 10:
+                    vllm_cpu.kill_tree(second_vllm.proc.pid)
+        data = [x[6:] for x in lines if x.startswith("data: ")]
+        assert data[-1] == "[DONE]" and json.loads(data[-2])["error"]["code"] == "upstream_error", data[-3:]
+        r = httpx.post(f"{solo.url}/v1/chat/completions", json={"model": "solo", "messages": ASK, "max_tokens": 4}, timeout=60)
+        assert r.status_code == 503 and error_of(r)["code"] == "upstream_unavailable"
+    finally:
+        solo.stop()
+    before = metric(vllm, "vllm:request_success_total")
+    for k in range(3):
+        r = httpx.post(f"{pool.url}/v1/chat/completions", json={"model": "pool", "messages": [{"role": "user", "content": f"Yo {k}"}],
+                                                                 "max_tokens": 4}, timeout=120)
+        assert r.status_code == 200, r.text
+    assert metric(vllm, "vllm:request_success_total") - before == 3
+    ups = httpx.get(f"{pool.url}/v1/models").json()["data"][0]["toolserve"]["upstreams"]
+    assert [u["available"] for u in ups] == [True, False]

