@@ -85,6 +85,34 @@ def test_auto_upstream_prose_is_free_and_calls_after_it_are_held(tok: Any, fmt_i
     check()
 
 
+@pytest.mark.parametrize("fmt_id", LAZY)
+def test_auto_upstream_text_after_the_calls_holds_no_call(tok: Any, fmt_id: str) -> None:
+    """After its calls a model may close what it opened (Qwen2.5-Coder wraps its <tool_call>
+    blocks in a ```json fence): text that holds no call marker; a marker there is refused, so
+    every call the parser reads was held by the grammar."""
+    fmt = FORMATS[fmt_id]
+    one = rendered(fmt_id, [ToolCall("call_1", "get_weather", '{"city": "Oslo"}')])
+    two = rendered(fmt_id, [ToolCall("call_1", "get_weather", '{"city": "Oslo"}'), ToolCall("call_2", "get_weather", '{"city": "Rome"}')])
+    opener = "" if starts_with_lead(fmt_id, one) else "Here:\n"
+    g = constraint.upstream_lazy(fmt, [WEATHER], True)
+    assert accepts(tok, g, f"{opener}{one}\nDone."), g
+    assert accepts(tok, g, f"{opener}{two}\nDone."), g  # a next call is still a call
+    got = check_calls(fmt_id, [WEATHER], f"{opener}{two}\nDone.")
+    assert [(c.name, json.loads(c.arguments)) for c in got] == [("get_weather", {"city": "Oslo"}), ("get_weather", {"city": "Rome"})]
+    for marker in [t.marker for t in fmt.GRAMMAR.triggers if t.lazy and not t.lead]:  # a lead one mid-text is text
+        assert not accepts(tok, g, f"{opener}{one}\nNow x{marker}"), (marker, g)
+    single = constraint.upstream_lazy(fmt, [WEATHER], False)
+    assert accepts(tok, single, f"{opener}{one}\nDone."), single
+
+
+def test_auto_upstream_a_fence_around_hermes_calls_is_closed_not_called_again(tok: Any) -> None:
+    g = constraint.upstream_lazy(FORMATS["hermes"], [WEATHER], True)
+    call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+    assert accepts(tok, g, f"```json\n{call}\n```")
+    assert accepts(tok, g, f"```json\n{call}\n{call}\n```")
+    assert not accepts(tok, g, f"```json\n{call}\n``` <tool_call>")
+
+
 @pytest.mark.parametrize("fmt_id", [f for f in LAZY if any(t.lead for t in FORMATS[f].GRAMMAR.triggers if t.lazy)])
 def test_auto_upstream_lead_marker_counts_only_at_the_start(tok: Any, fmt_id: str) -> None:
     fmt = FORMATS[fmt_id]

@@ -134,8 +134,9 @@ def upstream_lazy(fmt: Format, tools: Sequence[ToolSpec], parallel: bool, *, thi
                   specials: Mapping[str, int] | None = None) -> str:
     """`lazy` as one grammar for an upstream that arms nothing itself (vLLM's guidance backend
     compiles llguidance's Lark as the local engine does): free text, or free text up to the
-    first call marker (a lazy lexeme ends at its first match) and calls from there on; a lead
-    marker only where the answer starts (free text may not start with one). A reasoning block
+    first call marker (a lazy lexeme ends at its first match) and calls from there on, then
+    text that holds no marker; a lead marker only where the answer starts (free text may not
+    start with one). A reasoning block
     of a family that keeps calls out of it comes first, opened by the template or the model."""
     if fmt.FORMAT_ID == "generic_json" or getattr(fmt, "lazy_grammar", None) is not None:
         raise Unsupported(f"the '{fmt.FORMAT_ID}' tool format has no grammar for tool_choice auto on an upstream", param="tool_choice")
@@ -149,18 +150,35 @@ def upstream_lazy(fmt: Format, tools: Sequence[ToolSpec], parallel: bool, *, thi
     if heads:  # text that starts, after blank space, with none of them
         free += f" & ~/[ \\t\\r\\n]*({'|'.join(rx(m) for m in heads)})(.|\\n)*/"
     text = w.terminal("text", free)
+    # after the calls, text that holds no marker: a model that wrapped its calls in a fence
+    # closes it (Qwen2.5-Coder writes ```json, its <tool_call> blocks, ```), where calls alone
+    # leave it only another call or the end of its turn, and it wrote call after call. Its
+    # first character is no blank and no marker's first: the blank before it is the literal
+    # layout the calls are separated by, so the lexer (which takes the longest text) keeps
+    # "\n<tool_call>" the way to the next call
+    markers = [t.marker for t in armed if not t.lead]
+    firsts = "".join(sorted({re_class(t.marker[0]) for t in armed}))
+    tail = f"/[^ \\t\\r\\n{firsts}](.|\\n)*/"
+    if markers:
+        tail += f" & ~/(.|\\n)*({'|'.join(rx(m) for m in markers)})(.|\\n)*/"
+    after = f'("\\n"? {LEADING} {w.terminal("tail", tail)})?'
     options = [text]
     for t in armed:
         if t.lead:
-            options.append(seq(BLANK, calls(w, fmt, t, tools, parallel)))
+            options.append(seq(BLANK, calls(w, fmt, t, tools, parallel), after))
         else:
-            options.append(seq(_arm(w, text, t.marker), calls(w, fmt, t, tools, parallel, opened=True)))
+            options.append(seq(_arm(w, text, t.marker), calls(w, fmt, t, tools, parallel, opened=True), after))
     answer = alt(options)
     if quiet is not None:
         open_, close = quiet
         thought = text_until(w, close)
         answer = seq(thought if thinking_open else f"({seq(BLANK, w.mark(open_), thought)})?", w.rule("answer", answer))
     return w.grammar(answer, header=UPSTREAM)
+
+
+def re_class(c: str) -> str:
+    """One character as it stands in a regex character class."""
+    return "\\" + c if c in "\\]^-[" else c
 
 
 def _arm(w: Writer, text: str, marker: str) -> str:
