@@ -106,3 +106,23 @@ def test_a_pool_of_one_is_that_upstream() -> None:
     p.clients[0].mark_down("cannot connect (refused)")
     assert p.error == "cannot connect (refused)"
     assert "its upstream server cannot be reached (cannot connect (refused))" in p.unavailable().message
+
+
+def test_answers_read_are_forgotten() -> None:
+    """The pool keeps the answers being read (their upstream, the counts): a closed one goes at
+    the next request, in a pool of one too."""
+    import asyncio
+
+    import httpx
+
+    async def run() -> int:
+        p = pool(1)
+        transport = httpx.MockTransport(lambda request: httpx.Response(200, json={"ok": True}))
+        p.clients[0].http = httpx.AsyncClient(transport=transport, base_url="http://a:8000")
+        for _ in range(5):
+            resp = await p.open("/v1/completions", {"prompt": "x"})
+            assert await p.read_json(resp) == {"ok": True}
+        await p.open("/v1/completions", {"prompt": "x"})
+        return len(p._owner)
+
+    assert asyncio.run(run()) == 1

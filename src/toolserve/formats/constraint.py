@@ -158,14 +158,12 @@ def upstream_lazy(fmt: Format, tools: Sequence[ToolSpec], parallel: bool, *, thi
     # "\n<tool_call>" the way to the next call
     markers = [t.marker for t in armed if not t.lead]
     firsts = "".join(sorted({re_class(t.marker[0]) for t in armed}))
-    tail = f"/[^ \\t\\r\\n{firsts}](.|\\n)*/"
-    if markers:
-        tail += f" & ~/(.|\\n)*({'|'.join(rx(m) for m in markers)})(.|\\n)*/"
-    after = f'("\\n"? {LEADING} {w.terminal("tail", tail)})?'
+    tail = f"/[^ \\t\\r\\n{firsts}](.|\\n)*/ & ~/(.|\\n)*({'|'.join(rx(m) for m in markers)})(.|\\n)*/"
+    after = f'("\\n"? {LEADING} {w.terminal("tail", tail)})?' if markers else ""
     options = [text]
     for t in armed:
         if t.lead:
-            options.append(seq(BLANK, calls(w, fmt, t, tools, parallel), after))
+            options.append(seq(BLANK, calls(w, fmt, t, tools, parallel)))  # calls from the start: no fence to close
         else:
             options.append(seq(_arm(w, text, t.marker), calls(w, fmt, t, tools, parallel, opened=True), after))
     answer = alt(options)

@@ -165,10 +165,13 @@ class UpstreamPool:
         if self.healthy is False:
             raise self.unavailable()
 
-    def open_counts(self) -> list[int]:
-        """Answers being read from each upstream."""
+    def _prune(self) -> None:
         for resp in [r for r in self._owner if r.is_closed]:
             del self._owner[resp]
+
+    def open_counts(self) -> list[int]:
+        """Answers being read from each upstream."""
+        self._prune()
         counts = [0] * len(self.clients)
         for c in self._owner.values():
             counts[self.clients.index(c)] += 1
@@ -201,6 +204,7 @@ class UpstreamPool:
     async def open(self, path: str, body: dict[str, Any]) -> httpx.Response:
         """POST to the upstream chosen for this body (another if it cannot be connected to)."""
         self.require()
+        self._prune()  # answers read or closed since (a pool of one asks no counts)
         if len(self.clients) == 1:
             only = await self.clients[0].open(path, body)
             self._owner[only] = self.clients[0]
