@@ -44,6 +44,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import random
 import shlex
 import signal
@@ -168,14 +169,17 @@ async def scenario(url: str, model: str, clients: int, tokens: int, tag: str, ba
 
 
 @contextmanager
-def serving(name: str, cmd: list[str], url: str, logs: Path) -> Iterator[str]:
-    """Start a server, wait for GET /health to answer 200, yield its first model id, stop it."""
+def serving(name: str, cmd: list[str], url: str, logs: Path, *, env: dict[str, str] | None = None,
+            timeout: float = 180) -> Iterator[str]:
+    """Start a server (`env` added to ours), wait for GET /health to answer 200 (`timeout`
+    seconds at most), yield its first model id, stop it."""
     log_path = logs / f"{name}.log"
     print(f"starting {name}: {shlex.join(cmd)}", file=sys.stderr, flush=True)
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                env={**os.environ, **env} if env else None)
     try:
-        deadline = time.monotonic() + 180
+        deadline = time.monotonic() + timeout
         while True:
             if proc.poll() is not None:
                 raise RuntimeError(f"{name} exited with {proc.returncode}; log {log_path}:\n{tail(log_path)}")
@@ -185,7 +189,7 @@ def serving(name: str, cmd: list[str], url: str, logs: Path) -> Iterator[str]:
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{name} did not answer /health in 180 s; log {log_path}:\n{tail(log_path)}")
+                raise RuntimeError(f"{name} did not answer /health in {timeout:g} s; log {log_path}:\n{tail(log_path)}")
             time.sleep(0.2)
         yield str(httpx.get(f"{url}/v1/models", timeout=10).json()["data"][0]["id"])
     finally:

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
-import os
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,24 +37,11 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.vllm_cpu
+from concurrency import serving
 from decode import free_port
 from tests import vllm_cpu
 
 ASK = [{"role": "user", "content": "Tell me about the weather in Paris, in detail."}]
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args} exited")
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    raise RuntimeError(f"{proc.args} did not start")
 
 
 def request_ms(url: str, model: str, n: int) -> float:
@@ -109,22 +96,19 @@ def main() -> None:
     args = ap.parse_args()
     model_dir = Path(args.model) if args.model else vllm_cpu.model()
 
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
+    logs = Path(tempfile.mkdtemp(prefix="toolserve-bench-upstream-"))
+    with contextlib.ExitStack() as stack:
         port = free_port()
-        cmd, env = vllm_cpu.command(model_dir, port, "--served-model-name", "m", "--structured-outputs-config.backend", "guidance",
-                                    "--enable-auto-tool-choice", "--tool-call-parser", "hermes")
-        procs.append(subprocess.Popen(cmd, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         vllm = f"http://127.0.0.1:{port}"
-        wait_ready(vllm, procs[-1])
+        cmd, env = vllm_cpu.command(model_dir, port, "--served-model-name", "m", *vllm_cpu.TOOL_FLAGS)
+        stack.enter_context(serving("vllm", cmd, vllm, logs, env=env, timeout=600))
         targets = {"vLLM directly": (vllm, "m")}
         for mode in ("passthrough", "raw"):
             p = free_port()
+            url = f"http://127.0.0.1:{p}"
             front = [sys.executable, "-m", "toolserve.cli", "serve", "--port", str(p), "--log-level", "warning",
                      "--upstream", vllm, "--upstream-mode", mode, "--model-alias", mode]
-            procs.append(subprocess.Popen(front, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-            wait_ready(f"http://127.0.0.1:{p}", procs[-1])
-            targets[f"toolserve {mode}"] = (f"http://127.0.0.1:{p}", mode)
+            targets[f"toolserve {mode}"] = (url, stack.enter_context(serving(f"toolserve-{mode}", front, url, logs)))
 
         names = list(targets)
         rows: dict[str, dict[str, list[float]]] = {n: {"req": [], "one": [], "many": [], "ttft": []} for n in names}
@@ -140,27 +124,15 @@ def main() -> None:
                 print(f"run {run + 1} {name}: request {rows[name]['req'][-1]:.1f} ms, 1 client {rows[name]['one'][-1]:.1f} tok/s, "
                       f"{args.clients} clients {rate:.1f} tok/s, TTFT {ttft * 1000:.0f} ms", flush=True)
 
-        med = {n: {k: statistics.median(v) for k, v in r.items()} for n, r in rows.items()}
-        base = med["vLLM directly"]
-        print(f"\nmedians of {args.runs} runs; model {model_dir.name}, {args.tokens} tokens a stream, {args.requests} requests")
-        print(f"| target | request ms | + ms | 1 client tok/s | ratio | {args.clients} clients tok/s | ratio | TTFT ms, {args.clients} clients |")
-        print("|---|---|---|---|---|---|---|---|")
-        for n in names:
-            m = med[n]
-            print(f"| {n} | {m['req']:.1f} | {m['req'] - base['req']:+.1f} | {m['one']:.1f} | {m['one'] / base['one']:.3f} | "
-                  f"{m['many']:.1f} | {m['many'] / base['many']:.3f} | {m['ttft'] * 1000:.0f} |")
-    finally:
-        for proc in reversed(procs):
-            if proc is procs[0]:
-                proc.terminate()
-                try:
-                    proc.wait(30)
-                except subprocess.TimeoutExpired:
-                    vllm_cpu.kill_tree(proc.pid)
-            else:
-                proc.terminate()
-                proc.wait(30)
-
+    med = {n: {k: statistics.median(v) for k, v in r.items()} for n, r in rows.items()}
+    base = med["vLLM directly"]
+    print(f"\nmedians of {args.runs} runs; model {model_dir.name}, {args.tokens} tokens a stream, {args.requests} requests")
+    print(f"| target | request ms | + ms | 1 client tok/s | ratio | {args.clients} clients tok/s | ratio | TTFT ms, {args.clients} clients |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n in names:
+        m = med[n]
+        print(f"| {n} | {m['req']:.1f} | {m['req'] - base['req']:+.1f} | {m['one']:.1f} | {m['one'] / base['one']:.3f} | "
+              f"{m['many']:.1f} | {m['many'] / base['many']:.3f} | {m['ttft'] * 1000:.0f} |")
 
 if __name__ == "__main__":
     main()

@@ -78,6 +78,10 @@ def model() -> Path:
     return out
 
 
+# vLLM as toolserve's upstreams want it: calls parsed in passthrough, grammars taken in raw mode
+TOOL_FLAGS = ("--structured-outputs-config.backend", "guidance", "--enable-auto-tool-choice", "--tool-call-parser", "hermes")
+
+
 def command(model_dir: Path, port: int, *extra: str) -> tuple[list[str], dict[str, str]]:
     """`vllm serve` of `model_dir` on `port` and its environment (2 GiB of KV cache, every CPU)."""
     cpus = os.cpu_count() or 1

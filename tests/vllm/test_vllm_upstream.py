@@ -41,12 +41,15 @@ def model_dir() -> Path:
     return vllm_cpu.model()
 
 
+def start_vllm(model_dir: Path) -> ServerProcess:
+    port = free_port()
+    cmd, env = vllm_cpu.command(model_dir, port, "--served-model-name", "tiny", *vllm_cpu.TOOL_FLAGS)
+    return ServerProcess(cmd, port, env=env, ready_timeout=600)
+
+
 @pytest.fixture(scope="module")
 def vllm(model_dir: Path) -> Iterator[ServerProcess]:
-    port = free_port()
-    cmd, env = vllm_cpu.command(model_dir, port, "--served-model-name", "tiny", "--structured-outputs-config.backend", "guidance",
-                                "--enable-auto-tool-choice", "--tool-call-parser", "hermes")
-    srv = ServerProcess(cmd, port, env=env, ready_timeout=600)
+    srv = start_vllm(model_dir)
     r = httpx.post(f"{srv.url}/v1/completions", json={"model": "tiny", "prompt": "Hi", "max_tokens": 2}, timeout=300)
     assert r.status_code == 200, f"vLLM cannot generate here: {r.text}\n{srv.stderr_text()[-3000:]}"
     yield srv
@@ -56,10 +59,7 @@ def vllm(model_dir: Path) -> Iterator[ServerProcess]:
 @pytest.fixture(scope="module")
 def second_vllm(model_dir: Path) -> Iterator[ServerProcess]:
     """A second vLLM serving the same model: two upstreams behind one toolserve model."""
-    port = free_port()
-    cmd, env = vllm_cpu.command(model_dir, port, "--served-model-name", "tiny", "--structured-outputs-config.backend", "guidance",
-                                "--enable-auto-tool-choice", "--tool-call-parser", "hermes")
-    srv = ServerProcess(cmd, port, env=env, ready_timeout=600)
+    srv = start_vllm(model_dir)
     yield srv
     srv.stop()
 

@@ -170,14 +170,14 @@ class UpstreamPool:
             del self._owner[resp]
 
     def open_counts(self) -> list[int]:
-        """Answers being read from each upstream."""
-        self._prune()
+        """Answers being read from each upstream (as of the last prune)."""
         counts = [0] * len(self.clients)
         for c in self._owner.values():
             counts[self.clients.index(c)] += 1
         return counts
 
     def status(self) -> list[dict[str, Any]]:
+        self._prune()
         counts = self.open_counts()
         return [
             {"url": safe_url(c.url), "available": c.healthy is not False, "in_flight": counts[i], **({"error": c.error} if c.error else {})}
@@ -204,7 +204,7 @@ class UpstreamPool:
     async def open(self, path: str, body: dict[str, Any]) -> httpx.Response:
         """POST to the upstream chosen for this body (another if it cannot be connected to)."""
         self.require()
-        self._prune()  # answers read or closed since (a pool of one asks no counts)
+        self._prune()  # answers read or closed since: the counts, and a pool of one keeps none
         if len(self.clients) == 1:
             only = await self.clients[0].open(path, body)
             self._owner[only] = self.clients[0]
