@@ -76,10 +76,10 @@ def response(*choices: Json) -> Json:
 
 
 def message(content: str | None = None, calls: list[Json] | None = None, finish: str = "stop",
-            index: int = 0, reasoning: str | None = None) -> Json:
+            index: int = 0, reasoning: str | None = None, reasoning_field: str = "reasoning_content") -> Json:
     msg: Json = {"role": "assistant", "content": content, "tool_calls": calls or []}
     if reasoning is not None:
-        msg["reasoning_content"] = reasoning
+        msg[reasoning_field] = reasoning
     return {"index": index, "message": msg, "logprobs": None, "finish_reason": finish}
 
 
@@ -142,6 +142,7 @@ def assemble(chunks: list[Json]) -> dict[int, Json]:
             delta = choice["delta"]
             m["role"] = m["role"] or delta.get("role")
             m["content"] += delta.get("content") or ""
+            assert delta.get("reasoning_content") == delta.get("reasoning"), "reasoning under both names, the same text"
             m["reasoning_content"] += delta.get("reasoning_content") or ""
             for tc in delta.get("tool_calls", []):
                 slot = m["calls"].setdefault(tc["index"], {"id": tc.get("id"), "type": tc.get("type"),
@@ -159,6 +160,7 @@ def messages_of(body: Json) -> dict[int, Json]:
     out = {}
     for choice in body["choices"]:
         m = choice["message"]
+        assert m.get("reasoning_content") == m.get("reasoning"), "reasoning under both names, the same text"
         out[choice["index"]] = {
             "role": m["role"], "content": m.get("content") or None,
             "reasoning_content": m.get("reasoning_content") or None,
@@ -399,6 +401,18 @@ CASES = [
         response(message(None, [call("get_weather", '{"city": "Kyiv"}', "chatcmpl-tool-r")], "tool_calls",
                          reasoning="Need the weather.")),
         {0: Want([("chatcmpl-tool-r", "get_weather", '{"city": "Kyiv"}')], reasoning="Need the weather.")},
+    ),
+    Case(
+        # vLLM 0.10 and later name it `reasoning` (0.32 recorded): clients reading
+        # `reasoning_content` (DeepSeek's name) get it too
+        "reasoning_named_reasoning",
+        [chunk(ch({"role": "assistant", "content": ""})),
+         chunk(ch({"reasoning": "The user "})),
+         chunk(ch({"reasoning": "greets me."})),
+         chunk(ch({"content": "Hello!"})),
+         chunk(ch({}, "stop"))],
+        response(message("Hello!", reasoning="The user greets me.", reasoning_field="reasoning")),
+        {0: Want(content="Hello!", finish="stop", reasoning="The user greets me.")},
     ),
     Case(
         # the stream ends without a finish reason while the first delta is still held

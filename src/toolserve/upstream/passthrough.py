@@ -52,32 +52,32 @@ class Relay:
 
 
 class Opened(Generic[T]):
-    """Choice 0's upstream answer, opened before its stream (`RemoteChat.open`) and taken by the
-    choice; closed if nothing takes it within a minute (a client gone before its stream began),
-    so that the upstream does not generate for no one."""
+    """Choice 0's upstream answer, opened before its stream (`RemoteChat.open`) and taken by
+    choice 0 (other choices open their own); closed if nothing takes it within a minute (a
+    client gone before its stream began), so that the upstream does not generate for no one."""
 
     GRACE = 60.0
 
     def __init__(self) -> None:
-        self._held: dict[int, T] = {}
-        self._closing: set[asyncio.Task[None]] = set()
+        self._held: T | None = None
+        self._closing: asyncio.Task[None] | None = None
 
-    def put(self, i: int, value: T, close: Callable[[T], Awaitable[None]]) -> None:
-        self._held[i] = value
-
-        async def closed() -> None:
-            await close(value)
+    def put(self, value: T, close: Callable[[T], Awaitable[None]]) -> None:
+        self._held = value
 
         def expire() -> None:
-            if self._held.pop(i, None) is not None:
-                task = asyncio.ensure_future(closed())
-                self._closing.add(task)
-                task.add_done_callback(self._closing.discard)
+            if self._held is value:
+                self._held = None
+                self._closing = asyncio.ensure_future(close(value))
 
         asyncio.get_running_loop().call_later(self.GRACE, expire)
 
     def take(self, i: int) -> T | None:
-        return self._held.pop(i, None)
+        """Choice `i`'s opened answer: choice 0's once, else None."""
+        if i != 0:
+            return None
+        value, self._held = self._held, None
+        return value
 
 
 class Forwarding(UpstreamBackend):
@@ -206,7 +206,7 @@ class Passthrough(Forwarding):
             return body if req.sampling.seed is None else {**body, "seed": req.sampling.seed + i}
 
         async def open_first() -> None:
-            opened.put(0, await self.forward_stream("/v1/chat/completions", seeded(0)), Relay.aclose)
+            opened.put(await self.forward_stream("/v1/chat/completions", seeded(0)), Relay.aclose)
 
         async def steps(i: int) -> AsyncIterator[Step]:
             relay = opened.take(i) or await self.forward_stream("/v1/chat/completions", seeded(i))

@@ -100,7 +100,7 @@ class RawUpstream(Forwarding):
         opened: Opened[httpx.Response] = Opened()
 
         async def open_first() -> None:
-            opened.put(0, await self._open(body(0), grammar), httpx.Response.aclose)
+            opened.put(await self._open(body(0), grammar), httpx.Response.aclose)
 
         def steps(i: int) -> AsyncIterator[Step]:
             return shape(self._generate(body(i), grammar, opened.take(i)), self.renderer.shaper(prompt, req.options))
@@ -157,7 +157,8 @@ class RawUpstream(Forwarding):
         """The family's grammar for the calls, where the upstream takes one (`guided: vllm`) and
         the request has tools: as on the local engine, `auto` lazily, and where a family has no
         lazy form the answer is left free (the parser returns only well-formed calls) unless a
-        tool is strict. Built here once, so what cannot be built is a 400 before anything is sent."""
+        tool is strict. Written here, so what cannot be built is a 400 before anything is sent, with
+        the markers the upstream reads as one token where they are known already."""
         if not opts.calls_allowed or self.cfg.guided != "vllm" or self.fmt.FORMAT_ID == "generic_json":
             return None
         if self._refused is not None:
@@ -174,14 +175,15 @@ class RawUpstream(Forwarding):
             def grammar(tokens: Mapping[str, int]) -> str:
                 return constraint.required(fmt, tools, parallel, thinking_open=thinking_open, reasoning=reasoning,
                                            specials=tokens, upstream=True).grammar
+        known = dict(self._tokens or {})  # the markers, once asked (at start, where the upstream was up)
         try:
-            grammar({})
+            text = grammar(known)
         except InvalidRequest as exc:
             if opts.tool_choice != "auto" or any(t.strict for t in opts.tools):
                 raise
             log.info("tool calls left unconstrained under tool_choice auto: %s", exc.message)
             return None
-        return grammar
+        return lambda tokens: text if tokens == known else grammar(tokens)  # written again only if they were not known
 
     def _guided(self, opts: ChatOptions, response_schema: ResponseSchema | None) -> Json:
         if response_schema is not None:

@@ -31,6 +31,9 @@ What upstreams do, and what is done about it (per choice, so n > 1 works):
   Other values (`abort`, `error`, ...) are passed on as the upstream said.
 - `role` goes out once, in the first delta of each choice. A chunk without choices (the usage
   chunk) passes through, after the choices that are still open are closed.
+- reasoning under one name only: vLLM 0.10 and later write `reasoning`, older vLLM, SGLang,
+  llama.cpp's server and DeepSeek's API `reasoning_content`. A message or delta that has one
+  gets the other with the same text, as toolserve's own answers carry both.
 """
 
 from __future__ import annotations
@@ -49,6 +52,19 @@ Json = dict[str, Any]
 _UNDECIDED, _PLAIN, _QUOTED = 0, 1, 2
 _DECODE_DEPTH = 3  # how many layers of string encoding are undone at most
 _CONSISTENT = (None, "stop", "tool_calls", "function_call")
+
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+def with_both_reasoning(fields: Json) -> Json:
+    """`fields` (a message or a delta) with its reasoning text under both names, when it has
+    it under one (a string); unchanged otherwise."""
+    given = [k for k in REASONING_FIELDS if isinstance(fields.get(k), str)]
+    if len(given) != 1:
+        return fields
+    text = fields[given[0]]
+    return {**fields, **{k: text for k in REASONING_FIELDS}}
 
 
 def _obj(value: Any) -> Json:
@@ -120,7 +136,7 @@ def _repair_choice(choice: Json, new_id: Callable[[], str]) -> Json:
     message = choice.get("message")
     if not isinstance(message, dict):
         return dict(choice)
-    msg = dict(message)
+    msg = with_both_reasoning(dict(message))
     calls: list[Json] = []
     given = message.get("tool_calls")
     if isinstance(given, list):
@@ -229,7 +245,7 @@ class StreamRepair:
         idx = idx if isinstance(idx, int) else 0
         st = self._choices.setdefault(idx, _Choice())
         delta = _obj(choice.get("delta"))
-        body = {k: v for k, v in delta.items() if k not in ("tool_calls", "role")}
+        body = with_both_reasoning({k: v for k, v in delta.items() if k not in ("tool_calls", "role")})
         out = _Out()
         tool_calls = delta.get("tool_calls")
         if isinstance(tool_calls, list) and tool_calls:
