@@ -403,7 +403,7 @@ CASES = [
         {0: Want([("chatcmpl-tool-r", "get_weather", '{"city": "Kyiv"}')], reasoning="Need the weather.")},
     ),
     Case(
-        # vLLM 0.10 and later name it `reasoning` (0.32 recorded): clients reading
+        # newer vLLM names it `reasoning` only (0.32's shape): clients reading
         # `reasoning_content` (DeepSeek's name) get it too
         "reasoning_named_reasoning",
         [chunk(ch({"role": "assistant", "content": ""})),

@@ -31,8 +31,8 @@ What upstreams do, and what is done about it (per choice, so n > 1 works):
   Other values (`abort`, `error`, ...) are passed on as the upstream said.
 - `role` goes out once, in the first delta of each choice. A chunk without choices (the usage
   chunk) passes through, after the choices that are still open are closed.
-- reasoning under one name only: vLLM 0.10 and later write `reasoning`, older vLLM, SGLang,
-  llama.cpp's server and DeepSeek's API `reasoning_content`. A message or delta that has one
+- reasoning under one name only: newer vLLM writes `reasoning` (0.32: that alone), older vLLM,
+  SGLang, llama.cpp's server and DeepSeek's API `reasoning_content`. A message or delta that has one
   gets the other with the same text, as toolserve's own answers carry both.
 """
 
