@@ -1,6 +1,7 @@
-"""The penalties and DRY applied to their windows' tokens only (engine/sampler.Recent) pick what
-llama.cpp's whole chain picks over the whole row, token after token, whatever the history,
-bias, penalties and sampling settings; and the logprobs stay the model's."""
+"""The penalties and DRY applied to their windows' tokens only (engine/sampler.Recent), with
+DRY cloned from one made per multiplier (DrySamplers), pick what llama.cpp's whole chain of
+freshly made samplers picks over the whole row, token after token, whatever the history, bias,
+penalties and sampling settings; and the logprobs stay the model's."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from toolserve.engine.sampler import TOKEN_DATA, Sampler, chain
+from toolserve.engine.sampler import TOKEN_DATA, DrySamplers, Sampler, chain
 from toolserve.models.files import bundled_model
 from toolserve.types import SamplingParams
 
@@ -26,6 +27,13 @@ def vocab() -> Iterator[Any]:
     llm = llama_cpp.Llama(str(bundled_model()), vocab_only=True, verbose=False)
     yield llm._model.vocab  # DRY reads the model's pieces for its breakers
     llm.close()
+
+
+@pytest.fixture(scope="module")
+def drys(vocab: Any) -> Iterator[DrySamplers]:
+    made = DrySamplers(vocab)  # shared by every example, as the engine shares its own
+    yield made
+    made.close()
 
 
 def whole_chain_picks(params: SamplingParams, prompt: list[int], rows: list[np.ndarray], vocab: Any) -> list[int]:
@@ -85,10 +93,12 @@ def cases(draw: st.DrawFn) -> tuple[SamplingParams, list[int], list[np.ndarray]]
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(case=cases())
-def test_the_recent_samplers_on_their_windows_pick_as_the_whole_chain(vocab: Any, case: tuple[SamplingParams, list[int], list[np.ndarray]]) -> None:
+def test_the_recent_samplers_on_their_windows_pick_as_the_whole_chain(
+    vocab: Any, drys: DrySamplers, case: tuple[SamplingParams, list[int], list[np.ndarray]]
+) -> None:
     params, prompt, rows = case
     want = whole_chain_picks(params, prompt, rows, vocab)
-    sampler = Sampler(params, prompt, VOCAB, vocab)
+    sampler = Sampler(params, prompt, VOCAB, drys)
     try:
         got = [sampler.pick(None, 0, kept=row)[0] for row in rows]
     finally:
@@ -129,3 +139,22 @@ def test_logprobs_are_the_models_not_the_penalised_ones() -> None:
     peak = 2.0
     lse = peak + float(np.log(np.exp(row - peak).sum()))
     assert lp.logprob == pytest.approx(1.0 - lse)
+
+
+def test_dry_is_made_once_per_multiplier(vocab: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[float] = []
+    init = llama_cpp.llama_sampler_init_dry
+
+    def counted(v: Any, multiplier: float, *rest: Any) -> Any:
+        made.append(multiplier)
+        return init(v, multiplier, *rest)
+
+    monkeypatch.setattr(llama_cpp, "llama_sampler_init_dry", counted)
+    drys = DrySamplers(vocab)
+    try:
+        for m in [0.8, 0.8, 2.0, 0.8, *[10.0 + k for k in range(DrySamplers.KEEP)], 0.8]:
+            llama_cpp.llama_sampler_free(drys.new(m))
+    finally:
+        drys.close()
+    # 0.8 once, 2.0 once, the KEEP others once each; 0.8 made again after KEEP others pushed it out
+    assert made == [0.8, 2.0, *[10.0 + k for k in range(DrySamplers.KEEP)], 0.8]

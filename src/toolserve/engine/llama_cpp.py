@@ -40,7 +40,7 @@ from toolserve.engine.memory import Memory
 from toolserve.engine.projector import Projector
 from toolserve.engine.prompt_cache import PromptCache
 from toolserve.engine.runner import Runner
-from toolserve.engine.sampler import Sampler, row_logits
+from toolserve.engine.sampler import DrySamplers, Sampler, row_logits
 from toolserve.engine.scheduler import SPECULATIVE, Scheduler, Step
 from toolserve.engine.slots import PREFILL_CHUNK, SeqState, boundary
 from toolserve.engine.vocab import VocabView
@@ -103,6 +103,7 @@ class LlamaCppEngine:
         model = self._llm._model
         self.vocab = VocabView(model.vocab)
         self._vocab = model.vocab
+        self._dry = DrySamplers(self._vocab)  # DRY's breakers found once per multiplier, not per request
         self._n_vocab = self.vocab.n_vocab
         meta = self._llm.metadata
         self._n_batch = n_batch
@@ -150,7 +151,7 @@ class LlamaCppEngine:
         self._memory = Memory(self._ctx, seqs, self.cache, self._runner)
         self._scheduler = Scheduler(
             seqs, self._memory, self.cache, self.stats, capacity=n_batch, n_ctx=self.info.n_ctx,
-            turns=self.vocab.turns(), sampler=lambda job: Sampler(job.params, job.prompt, self._n_vocab, self._vocab), adapters=self._adapters,
+            turns=self.vocab.turns(), sampler=lambda job: Sampler(job.params, job.prompt, self._n_vocab, self._dry), adapters=self._adapters,
             speculative=speculative,
         )
         if self._adapters.sets[0]:
@@ -205,6 +206,7 @@ class LlamaCppEngine:
             self.embedder.close()
             self.embedder = None
         self._adapters.free()
+        self._dry.close()
         self._llm.close()
         self._cores.close()
 
