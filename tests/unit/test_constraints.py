@@ -271,3 +271,17 @@ def test_newlines_before_a_bounded_value_are_never_read_as_part_of_it(tok: Any, 
         spaced = text[:at] + lead + text[at:]
         if accepts(tok, grammar, spaced):
             check_calls(fmt_id, tools, spaced)
+
+
+@pytest.mark.parametrize("fmt_id", IDS)
+def test_an_array_holds_between_min_items_and_max_items(tok: Any, fmt_id: str) -> None:
+    """minItems / maxItems hold in every family's grammar (the literal styles, key-value and
+    pythonic, spelt a list as any number of items: CI drew FunctionGemma writing 7 of at most 3)."""
+    schema = {"type": "object", "required": ["colors"], "properties": {
+        "colors": {"type": "array", "items": {"type": "string", "enum": ["red", "green", "blue"]}, "minItems": 2, "maxItems": 3}}}
+    tools = [ToolSpec("paint", "p", schema)]
+    grammar = constraint.required(FORMATS[fmt_id], tools, False, thinking_open=False).grammar
+    for n in range(1, 6):
+        colors = (["red", "green", "blue"] * 2)[:n]
+        text = rendered(fmt_id, [ToolCall("call_0", "paint", json.dumps({"colors": colors}))])
+        assert accepts(tok, grammar, text) == (2 <= n <= 3), (n, text)

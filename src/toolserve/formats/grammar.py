@@ -415,11 +415,28 @@ def literal_value(w: Writer, params: Params, schema: dict[str, Any], style: Lite
             options.append(seq('"{"', members(w, inner, member, style.sep, "member"), '"}"'))
         elif t == "array" and isinstance(schema.get("items"), dict):
             item = w.rule("item", literal_value(w, params, schema["items"], style, depth + 1))
-            items = f"{item} ({style.sep} {item})*"
-            options.append(f'"[" {items if schema.get("minItems", 0) else f"({items})?"} "]"')
+            options.append(f'"[" {items_between(item, style.sep, schema.get("minItems"), schema.get("maxItems"))} "]"')
         else:  # numbers; objects and lists without a shape: JSON text, which both readers take
             options.append(json_value(w, params.document(one)))
     return alt(options)
+
+
+MAX_SPELT_ITEMS = 32  # maxItems above this is not spelt out in the grammar (left unbounded)
+
+
+def items_between(item: str, sep: str, lo: Any, hi: Any) -> str:
+    """`lo` to `hi` items separated by `sep` (minItems / maxItems; missing: 0 and no bound)."""
+    lo = lo if isinstance(lo, int) and not isinstance(lo, bool) and lo > 0 else 0
+    hi = hi if isinstance(hi, int) and not isinstance(hi, bool) and hi >= lo and hi <= MAX_SPELT_ITEMS else None
+    if hi == 0:
+        return ""
+    first, tail = max(lo, 1), f"({sep} {item})*"
+    if hi is not None:  # hi - first more at most, each inside the one before
+        tail = ""
+        for _ in range(hi - first):
+            tail = f"({sep} {item} {tail})?"
+    body = " ".join([item, *[f"{sep} {item}"] * (first - 1), tail])
+    return body if lo else f"({body})?"
 
 
 def _word(w: Writer, value: Any, style: Literals) -> str:

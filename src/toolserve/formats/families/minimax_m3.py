@@ -37,7 +37,7 @@ from ..base import (
     skip_ws,
     tool_dicts,
 )
-from ..grammar import Params, Writer, alt, lit, markup_value, members, seq
+from ..grammar import Params, Writer, alt, items_between, lit, markup_value, members, seq
 from ..jsonstream import MAX_DEPTH, dumps
 from ..schema import coerce, guess, prop_schema, types_of
 from .minimax_m2 import _BODY as M2_BODY
@@ -285,7 +285,8 @@ def element_grammar(w: Writer, params: Params, schema: dict[str, Any], name: str
         return seq(members(w, inner, member, "", "element"), w.mark(NS), close)
     if depth < 8 and types == {"array"} and isinstance(schema.get("items"), dict):
         item = w.rule("item", seq(w.mark(NS), lit("<item>"), element_grammar(w, params, schema["items"], "item", depth + 1)))
-        return seq(f"{item}+" if schema.get("minItems", 0) else f"{item}*", w.mark(NS), close)
+        items = items_between(item, "", schema.get("minItems"), schema.get("maxItems"))
+        return seq(*([items] if items else []), w.mark(NS), close)
     return seq(markup_value(w, params, schema, [NS], NS, layout=False), close)
 
 
