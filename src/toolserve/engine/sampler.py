@@ -203,7 +203,7 @@ class Sampler:
         self.constraint: TokenConstraint | None = params.constraint() if params.constraint is not None else None
         samplers = recent_samplers(params, prompt, n_vocab, vocab)
         self._recent = Recent(params, prompt, n_vocab, samplers) if samplers else None
-        self._chain = chain(params, prompt, n_vocab, vocab, recent=False) if samplers else chain(params, prompt, n_vocab, vocab)
+        self._chain = chain(params, prompt, n_vocab, vocab, recent=not samplers)  # with them only where Recent has none
 
     def pick(self, ctx: Any, row: int, kept: np.ndarray | None = None) -> tuple[int | None, TokenLogprob | None]:
         """The next token from batch row `row` (or from `kept` logits, left unchanged) and its
