@@ -10,7 +10,9 @@ from fastapi import Depends, Request
 from toolserve.serving.registry import ModelRegistry
 
 
-def _registry(request: Request) -> ModelRegistry:
+async def _registry(request: Request) -> ModelRegistry:
+    """Async, so that FastAPI calls it on the event loop: a plain function dependency is run in
+    its thread pool, a hop to a worker thread and back on every request."""
     return request.app.state.registry  # type: ignore[no-any-return]
 
 
