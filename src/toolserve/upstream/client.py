@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 CONNECT_RETRY_DELAYS = (0.25, 0.5)  # seconds before the 2nd and 3rd attempt to connect
 PROBE_TIMEOUT = 5.0  # seconds a health probe may take
 DOWN_INTERVAL = 1.0  # seconds between health checks while the upstream is down
+DRAIN_TIMEOUT = 1.0  # seconds a stream's end may take to arrive after its [DONE] before it is cut
 
 
 def root_url(url: str) -> str:
@@ -301,13 +302,15 @@ class UpstreamClient:
         is raised as our error; a stream cut short, or silent past the timeout, too."""
         self._open.add(resp)
         done = False
+        lines = resp.aiter_lines()
         try:
-            async for line in resp.aiter_lines():
+            async for line in lines:
                 if not line.startswith("data:"):
                     continue  # comments (pings), event names, blank separators
                 data = line[5:].strip()
                 if data == "[DONE]":
                     done = True
+                    await self._drain(lines)
                     break
                 try:
                     obj = loads(data)
@@ -325,6 +328,16 @@ class UpstreamClient:
             await resp.aclose()
         if not done and self._aborted:
             raise ShuttingDown("The server shut down before this request finished.")
+
+    @staticmethod
+    async def _drain(lines: AsyncIterator[str]) -> None:
+        """Read a stream on to its end after `[DONE]` (its last chunk, at once from a server that
+        ends there): a response read to its end leaves its connection for the next request,
+        one closed early takes it down, and every stream would open a new one."""
+        with contextlib.suppress(TimeoutError, httpx.HTTPError):
+            async with asyncio.timeout(DRAIN_TIMEOUT):
+                async for _ in lines:
+                    pass
 
     def abort_all(self) -> None:
         """End every answer being read (shutdown grace over): their readers get an error."""
