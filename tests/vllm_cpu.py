@@ -28,6 +28,8 @@ import sys, torch
 from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
 folder, name, out = sys.argv[1:4]
 tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
+if sys.argv[4:] == ["think"]:  # plain added tokens, as Qwen3's: they stay in the decoded text
+    tok.add_tokens(["<think>", "</think>"], special_tokens=False)
 torch.manual_seed(0)
 config = Qwen2Config(vocab_size=len(tok), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
@@ -64,17 +66,19 @@ def venv() -> Path:
     return env
 
 
-def model() -> Path:
+def model(think: bool = False) -> Path:
     """The tiny random model's directory (config, bf16 safetensors, tokenizer, chat template);
-    heads of 64 (vLLM's CPU attention has no kernel for 16)."""
-    out = cache_dir() / "tiny-qwen2-h64"
+    heads of 64 (vLLM's CPU attention has no kernel for 16). `think`: its tokenizer also has
+    `<think>` and `</think>` as tokens, which vLLM's reasoning parsers look up."""
+    out = cache_dir() / ("tiny-qwen2-h64-think" if think else "tiny-qwen2-h64")
     if (out / "chat_template.jinja").exists() and (out / "model.safetensors").exists():
         return out
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from tests.qwen_coder import path
 
     gguf = path()
-    subprocess.run([str(venv() / "bin" / "python"), "-c", MODEL_SCRIPT, str(gguf.parent), gguf.name, str(out)], check=True)
+    subprocess.run([str(venv() / "bin" / "python"), "-c", MODEL_SCRIPT, str(gguf.parent), gguf.name, str(out),
+                    *(["think"] if think else [])], check=True)
     return out
 
 

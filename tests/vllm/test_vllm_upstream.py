@@ -41,9 +41,9 @@ def model_dir() -> Path:
     return vllm_cpu.model()
 
 
-def start_vllm(model_dir: Path) -> ServerProcess:
+def start_vllm(model_dir: Path, *extra: str) -> ServerProcess:
     port = free_port()
-    cmd, env = vllm_cpu.command(model_dir, port, "--served-model-name", "tiny", *vllm_cpu.TOOL_FLAGS)
+    cmd, env = vllm_cpu.command(model_dir, port, "--served-model-name", "tiny", *vllm_cpu.TOOL_FLAGS, *extra)
     return ServerProcess(cmd, port, env=env, ready_timeout=600)
 
 
@@ -229,6 +229,103 @@ def test_responses_messages_and_ollama_through_vllm(request: pytest.FixtureReque
     uses = [b for b in msg.content if b.type == "tool_use"]
     assert msg.stop_reason == "tool_use" and uses and uses[0].name == "get_weather", msg
     jsonschema.validate(uses[0].input, SCHEMAS["get_weather"])
+
+
+# ---- reasoning from vLLM's own parser, through passthrough ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def thinking_vllm() -> Iterator[ServerProcess]:
+    """vLLM with its DeepSeek-R1 reasoning parser, over the tiny model whose tokenizer has
+    `<think>` and `</think>`: what the model writes before `</think>` is reasoning (all of it
+    when it writes none), in vLLM 0.32's `reasoning` field only, streamed as not."""
+    srv = start_vllm(vllm_cpu.model(think=True), "--reasoning-parser", "deepseek_r1")
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="module")
+def thinking(thinking_vllm: ServerProcess) -> Iterator[Server]:
+    srv = Server(["--upstream", thinking_vllm.url, "--model-alias", "think"])
+    yield srv
+    srv.stop()
+
+
+def chat_parts(url: str, body: dict[str, Any], stream: bool) -> dict[str, str]:
+    """A chat completion's text by field ('content', 'reasoning', 'reasoning_content'), a
+    stream's deltas joined."""
+    out: dict[str, str] = {}
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json={**body, "stream": stream}, timeout=300) as r:
+        assert r.status_code == 200, r.read()
+        if stream:
+            pieces = [json.loads(x[6:])["choices"] for x in r.iter_lines() if x.startswith("data: {")]
+            parts = [c[0]["delta"] for c in pieces if c]
+        else:
+            parts = [json.loads(r.read())["choices"][0]["message"]]
+    for part in parts:
+        for key in ("content", "reasoning", "reasoning_content"):
+            if part.get(key):
+                out[key] = out.get(key, "") + part[key]
+    return out
+
+
+def test_vllm_reasoning_reaches_chat_clients_under_both_names(thinking_vllm: ServerProcess, thinking: Server) -> None:
+    """vLLM 0.32 writes reasoning as `reasoning` alone; through toolserve a client gets it as
+    `reasoning_content` and `reasoning`, the same text streamed as not, and the content as vLLM
+    sent it. A logit bias on `</think>` makes the random model end its reasoning part-way."""
+    end = httpx.post(f"{thinking_vllm.url}/tokenize", json={"model": "tiny", "prompt": "</think>", "add_special_tokens": False},
+                     timeout=60).json()["tokens"]
+    assert len(end) == 1, end
+    seen_both = False
+    for bias, seed in ((0.0, 3), (10.0, 3), (10.0, 8)):
+        body = {"messages": ASK, "max_tokens": 40, "temperature": 1.0, "seed": seed, "logit_bias": {str(end[0]): bias}}
+        direct = chat_parts(thinking_vllm.url, {**body, "model": "tiny"}, stream=False)
+        assert direct.get("reasoning") and "reasoning_content" not in direct, direct  # vLLM 0.32's one name
+        want = {"reasoning": direct["reasoning"], "reasoning_content": direct["reasoning"]}
+        if direct.get("content"):
+            want["content"] = direct["content"]
+        seen_both = seen_both or "content" in want
+        for stream in (False, True):
+            assert chat_parts(thinking.url, {**body, "model": "think"}, stream) == want, (bias, seed, stream)
+            assert chat_parts(thinking_vllm.url, {**body, "model": "tiny"}, stream) == direct, "vLLM itself differs"
+    assert seen_both, "no answer ended its reasoning: the content half of the check never ran"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_vllm_reasoning_in_responses_messages_and_ollama(thinking_vllm: ServerProcess, thinking: Server, stream: bool) -> None:
+    """The same reasoning as vLLM's own answer (greedy: the random model writes no `</think>`, so
+    its whole answer is reasoning): a Responses reasoning item, a Messages thinking block (with a
+    signature), Ollama's `thinking`."""
+    import anthropic
+
+    direct = chat_parts(thinking_vllm.url, {"model": "tiny", "messages": ASK, "max_tokens": 24, "temperature": 0}, stream=False)
+    assert direct.get("reasoning") and not direct.get("content"), direct
+
+    oa = client_of(thinking)
+    kw: dict[str, Any] = {"model": "think", "input": ASK[0]["content"], "max_output_tokens": 24, "temperature": 0}
+    if stream:
+        with oa.responses.create(**kw, stream=True) as events:
+            final = [e for e in events if e.type in ("response.completed", "response.incomplete")]
+        r = final[-1].response  # type: ignore[union-attr]
+    else:
+        r = oa.responses.create(**kw)
+    items = [o for o in r.output if o.type == "reasoning"]
+    assert len(items) == 1 and "".join(p.text for p in items[0].summary) == direct["reasoning"], r.output
+    assert not r.output_text
+
+    an = anthropic.Anthropic(base_url=thinking.url, api_key="unused", max_retries=0, timeout=120)
+    ask: dict[str, Any] = {"model": "think", "max_tokens": 24, "messages": ASK, "extra_body": {"temperature": 0}}
+    msg = an.messages.stream(**ask).__enter__().get_final_message() if stream else an.messages.create(**ask)
+    blocks = [b for b in msg.content if b.type == "thinking"]
+    assert len(blocks) == 1 and blocks[0].thinking == direct["reasoning"] and blocks[0].signature, msg.content
+    assert not [b for b in msg.content if b.type == "text" and b.text]
+
+    body = {"model": "think", "messages": ASK, "stream": stream, "options": {"num_predict": 24, "temperature": 0}}
+    with httpx.stream("POST", f"{thinking.url}/api/chat", json=body, timeout=120) as resp:
+        assert resp.status_code == 200
+        lines = [json.loads(x) for x in resp.iter_lines() if x]
+    assert "".join(x["message"].get("thinking", "") for x in lines) == direct["reasoning"], lines
+    assert not "".join(x["message"].get("content", "") for x in lines) and lines[-1]["done"]
 
 
 # ---- two vLLMs behind one model ------------------------------------------------------------------
