@@ -16,9 +16,11 @@ passthrough mode, and in raw mode (toolserve renders and parses; its text goes t
 
 On a machine where vLLM and toolserve share the CPUs (this one), what toolserve's process
 spends is taken from vLLM's threads: the ratios are an upper bound of its cost in front of a
-vLLM on other machines.
+vLLM on other machines. `--apart` gives vLLM the last CPU alone and toolserve and this client
+the others (every target, vLLM directly included, is measured that way): toolserve in front of
+a vLLM whose CPUs (or GPUs) it does not share, as in a scale-out deployment.
 
-    python bench/upstream_overhead.py [--runs 3] [--tokens 128] [--requests 30] [--clients 8] [--model DIR]
+    python bench/upstream_overhead.py [--runs 3] [--tokens 128] [--requests 30] [--clients 8] [--model DIR] [--apart]
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -93,20 +96,32 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=30)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--model", default="", help="model directory for vLLM (default: the tier's tiny random Qwen2)")
+    ap.add_argument("--apart", action="store_true", help="vLLM on the last CPU, toolserve and the client on the others")
     args = ap.parse_args()
     model_dir = Path(args.model) if args.model else vllm_cpu.model()
+    vllm_pin: list[str] = []
+    front_pin: list[str] = []
+    if args.apart:
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) < 2:
+            sys.exit("--apart needs two CPUs at least")
+        vllm_pin = ["taskset", "-c", str(cpus[-1])]
+        front_pin = ["taskset", "-c", ",".join(map(str, cpus[:-1]))]
+        os.sched_setaffinity(0, cpus[:-1])
 
     logs = Path(tempfile.mkdtemp(prefix="toolserve-bench-upstream-"))
     with contextlib.ExitStack() as stack:
         port = free_port()
         vllm = f"http://127.0.0.1:{port}"
         cmd, env = vllm_cpu.command(model_dir, port, "--served-model-name", "m", *vllm_cpu.TOOL_FLAGS)
+        if vllm_pin:
+            cmd, env = [*vllm_pin, *cmd], {**env, "VLLM_CPU_OMP_THREADS_BIND": vllm_pin[-1]}
         stack.enter_context(serving("vllm", cmd, vllm, logs, env=env, timeout=600))
         targets = {"vLLM directly": (vllm, "m")}
         for mode in ("passthrough", "raw"):
             p = free_port()
             url = f"http://127.0.0.1:{p}"
-            front = [sys.executable, "-m", "toolserve.cli", "serve", "--port", str(p), "--log-level", "warning",
+            front = [*front_pin, sys.executable, "-m", "toolserve.cli", "serve", "--port", str(p), "--log-level", "warning",
                      "--upstream", vllm, "--upstream-mode", mode, "--model-alias", mode]
             targets[f"toolserve {mode}"] = (url, stack.enter_context(serving(f"toolserve-{mode}", front, url, logs)))
 
@@ -126,7 +141,8 @@ def main() -> None:
 
     med = {n: {k: statistics.median(v) for k, v in r.items()} for n, r in rows.items()}
     base = med["vLLM directly"]
-    print(f"\nmedians of {args.runs} runs; model {model_dir.name}, {args.tokens} tokens a stream, {args.requests} requests")
+    where = f"; vLLM on CPU {vllm_pin[-1]}, toolserve and the client on CPU {front_pin[-1]}" if args.apart else ""
+    print(f"\nmedians of {args.runs} runs; model {model_dir.name}, {args.tokens} tokens a stream, {args.requests} requests{where}")
     print(f"| target | request ms | + ms | 1 client tok/s | ratio | {args.clients} clients tok/s | ratio | TTFT ms, {args.clients} clients |")
     print("|---|---|---|---|---|---|---|---|")
     for n in names:
