@@ -285,3 +285,24 @@ def test_an_array_holds_between_min_items_and_max_items(tok: Any, fmt_id: str) -
         colors = (["red", "green", "blue"] * 2)[:n]
         text = rendered(fmt_id, [ToolCall("call_0", "paint", json.dumps({"colors": colors}))])
         assert accepts(tok, grammar, text) == (2 <= n <= 3), (n, text)
+
+
+def test_glm_values_with_backslashes_read_back_and_hold_their_bounds(tok: Any) -> None:
+    """GLM's reader decodes JSON's short escapes (`\\n`, `\\"`, `\\\\`): its renderer doubles a
+    string's backslashes, and a bounded string's grammar counts an escape as the one character
+    it reads as (it counted raw characters: `\\n\\n` met minLength 4 and read back as 2)."""
+    fmt = FORMATS["glm45"]
+    tools = [ToolSpec("f", "", {"type": "object", "properties": {"s": {"type": "string", "minLength": 3, "maxLength": 4}},
+                                "required": ["s"]})]
+    grammar = constraint.required(fmt, tools, False, thinking_open=False).grammar
+
+    def call(raw: str) -> str:
+        return f"<tool_call>f\n<arg_key>s</arg_key>\n<arg_value>{raw}</arg_value>\n</tool_call>"
+
+    for value in ["C:\\n", "a\\b\\", '\\"\\', "\\\\\\\\", "a\nb"]:  # backslashes next to what would read as escapes
+        text = rendered("glm45", [ToolCall("c", "f", json.dumps({"s": value}))])
+        assert accepts(tok, grammar, text), text
+        assert [json.loads(c.arguments) for c in check_calls("glm45", tools, text)] == [{"s": value}]
+    assert accepts(tok, grammar, call("\\n\\t\\\\"))  # three escapes: three characters
+    assert not accepts(tok, grammar, call("\\n\\n"))  # four raw characters, two read
+    assert not accepts(tok, grammar, call("ab\\q"))  # a backslash the reader keeps would count twice

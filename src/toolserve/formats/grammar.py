@@ -297,11 +297,12 @@ def json_value(w: Writer, schema: dict[str, Any]) -> str:
 _SIMPLE_PATTERN = re.compile(r"^[\w\s\[\]\-^$.*+?{},|]*$")
 
 
-def text_value(w: Writer, schema: dict[str, Any], stops: Sequence[str], close: str, hint: str = "text", layout: bool = False) -> str:
+def text_value(w: Writer, schema: dict[str, Any], stops: Sequence[str], close: str, hint: str = "text", layout: bool = False, escaped: bool = False) -> str:
     """A string value as raw text that holds none of `stops` (the markers that end it), then
     the `close` marker; or one of its `enum`/`const` strings (then a newline before the close
     where the reader takes one as `layout`). `minLength`/`maxLength` and a plain `pattern`
-    bound the text too.
+    bound the text too; `escaped` (a reader that decodes JSON's short escapes) counts an escape
+    as the one character it reads as, and allows no other backslash in a bounded text.
 
     llguidance's lexer takes the longest match and never backs up, so raw text cannot be one
     lexeme and its close another: "Paris</para" is still text when "meter>" arrives. The text
@@ -323,7 +324,8 @@ def text_value(w: Writer, schema: dict[str, Any], stops: Sequence[str], close: s
     low, high = schema.get("minLength"), schema.get("maxLength")
     if isinstance(low, int) or isinstance(high, int):
         lo = max(low, 0) if isinstance(low, int) else 0
-        bounds.append(f"/{lead}(?s:.{{{lo},{high if isinstance(high, int) else ''}}}){bounded_end}/")
+        unit = r'(?:[^\\]|\\[ntr"\\\/])' if escaped else "."
+        bounds.append(f"/{lead}(?s:{unit}{{{lo},{high if isinstance(high, int) else ''}}}){bounded_end}/")
     pattern = schema.get("pattern")
     if isinstance(pattern, str) and _SIMPLE_PATTERN.match(pattern) and "/" not in pattern:
         inner = pattern[1:] if pattern.startswith("^") else "(?s:.*)" + pattern
@@ -342,7 +344,7 @@ def is_text(schema: dict[str, Any]) -> bool:
     return types_of(schema) <= {"string"}
 
 
-def markup_value(w: Writer, params: Params, schema: dict[str, Any], stops: Sequence[str], close: str, layout: bool = True) -> str:
+def markup_value(w: Writer, params: Params, schema: dict[str, Any], stops: Sequence[str], close: str, layout: bool = True, escaped: bool = False) -> str:
     """A parameter's value between markup tags (qwen3_coder, glm45, minimax, DSML), with its
     close: a string as raw text, any other type as its JSON literal, which the readers type
     from the schema. `layout`: one newline may stand after the open tag and one before the
@@ -350,7 +352,7 @@ def markup_value(w: Writer, params: Params, schema: dict[str, Any], stops: Seque
     itself, an unbounded text keeps any as text)."""
     types = types_of(schema)
     if types <= {"string"}:
-        return text_value(w, schema, stops, close, layout=layout)
+        return text_value(w, schema, stops, close, layout=layout, escaped=escaped)
     nl = optional_newline() if layout else ""
     value = seq(nl, json_value(w, params.document(schema)), nl, w.mark(close))
     return value if "string" not in types else alt([value, text_value(w, {}, stops, close)])

@@ -97,7 +97,7 @@ class XmlParamsBody:
                                w.mark(sx.value_open))
 
                 if not sx.string_attr:
-                    return seq(tag(named(key)), markup_value(w, params, schema, stops, sx.param_close, sx.strip_newline), nl)
+                    return seq(tag(named(key)), markup_value(w, params, schema, stops, sx.param_close, sx.strip_newline, sx.escaped), nl)
                 # DSML: string="true" before a raw string, "false" before a JSON value
                 types, forms = types_of(schema), []
                 if is_plain_string(schema) or "string" in types:

@@ -38,12 +38,17 @@ class Glm45(Format):
         )
 
     def render_tool_call(self, call: ToolCall) -> str:
-        params = "".join(f"<arg_key>{k}</arg_key>\n<arg_value>{xml_value(v)}</arg_value>\n"
-                         for k, v in call_arguments(call).items())
+        params = "".join(f"<arg_key>{k}</arg_key>\n<arg_value>{_value(v)}</arg_value>\n" for k, v in call_arguments(call).items())
         return f"<tool_call>{call.name}\n{params}</tool_call>"
 
     def render_tool_result(self, name: str, call_id: str, content: str) -> str:
         return f"<tool_response>\n{content}\n</tool_response>"
+
+
+def _value(value: object) -> str:
+    """A value as the reader reads it back: it decodes JSON's short escapes (`SYNTAX.escaped`),
+    so a string's backslashes are written doubled."""
+    return xml_value(value.replace("\\", "\\\\") if isinstance(value, str) else value)
 
 
 FORMAT = Glm45()
