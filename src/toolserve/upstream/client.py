@@ -334,10 +334,12 @@ class UpstreamClient:
         """Read a stream on to its end after `[DONE]` (its last chunk, at once from a server that
         ends there): a response read to its end leaves its connection for the next request,
         one closed early takes it down, and every stream would open a new one."""
-        with contextlib.suppress(TimeoutError, httpx.HTTPError):
-            async with asyncio.timeout(DRAIN_TIMEOUT):
-                async for _ in lines:
-                    pass
+        async def to_end() -> None:
+            async for _ in lines:
+                pass
+
+        with contextlib.suppress(asyncio.TimeoutError, httpx.HTTPError):  # asyncio's own before 3.11
+            await asyncio.wait_for(to_end(), DRAIN_TIMEOUT)
 
     def abort_all(self) -> None:
         """End every answer being read (shutdown grace over): their readers get an error."""
