@@ -97,6 +97,21 @@ class Guard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
         overflow = [False]  # set once the body passes the cap
+        logged = False
+
+        def finished() -> None:
+            """Count and log the request, once: before its last byte goes out (so a client that has
+            its answer finds it in the log and in /metrics), or when the app ends without one."""
+            nonlocal logged
+            if logged:
+                return
+            logged = True
+            if self.on_response is not None:
+                self.on_response(scope.get("path", ""), status)
+            log.info(
+                "%s %s %s %d %.1f ms", request_id, scope.get("method"), scope.get("path"), status,
+                (time.perf_counter() - started) * 1000,
+            )
 
         async def send_with_id(message: Message) -> None:
             nonlocal status
@@ -104,6 +119,8 @@ class Guard:
                 status = message["status"]
                 message.setdefault("headers", [])
                 message["headers"] = [*message["headers"], (b"x-request-id", request_id.encode())]
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                finished()
             await send(message)
 
         async def send_unless_overflow(message: Message) -> None:
@@ -121,12 +138,7 @@ class Guard:
                 return
             await self.app(scope, self._capped(receive, overflow), send_unless_overflow)
         finally:
-            if self.on_response is not None:
-                self.on_response(scope.get("path", ""), status)
-            log.info(
-                "%s %s %s %d %.1f ms", request_id, scope.get("method"), scope.get("path"), status,
-                (time.perf_counter() - started) * 1000,
-            )
+            finished()
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, dict[str, Any]] | None:
         s = self.settings
