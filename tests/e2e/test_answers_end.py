@@ -2,7 +2,8 @@
 settings on the bundled model, served from its package and from copies of its file in an Ollama
 store and an LM Studio folder (the defaults come from what the file is, not where it lies): the
 answers end by themselves within 400 tokens, all but at most one. And the loop guard: the bundled model made to loop
-(the loop-ending sampling defaults off, greedy, asked to repeat a word for ever) ends at the loop
+(the loop-ending sampling defaults off, greedy, a conversation in which it has repeated a word 120
+times asked to go on) ends at the loop
 with finish_reason "length" and says why, in chat completions (streamed and not), Responses,
 Messages and Ollama; off for a request (`loop_guard: false`) or a server (`--no-loop-guard`), the
 same request runs to max_tokens."""
@@ -23,6 +24,10 @@ from toolserve.models.files import bundled_model
 
 MODEL = "SmolLM2-135M-Instruct.Q4_1"
 ASK = "Repeat after me, and never stop: " + "la " * 200
+# the model has said "la" 120 times already: it goes on at greedy on every host (asked once, with
+# no history, an AVX-512 host's kernels had it introduce itself and stop after 32 tokens)
+LOOP = [{"role": "user", "content": "Repeat after me, and never stop: la la la"},
+        {"role": "assistant", "content": ("la " * 120).strip()}, {"role": "user", "content": ASK}]
 MAX = 1500
 NO_LOOP_SAMPLING = ["--dry-multiplier", "0", "--repetition-penalty", "1.0"]  # the guard alone
 LMS_FILE = "HuggingFaceTB/SmolLM2-135M-Instruct-GGUF/smollm2-135m-instruct-q4_1.gguf"
@@ -71,7 +76,7 @@ def srv() -> Iterator[Server]:
 
 
 def chat(srv: Server, **extra: Any) -> dict[str, Any]:
-    body = {"model": MODEL, "messages": [{"role": "user", "content": ASK}], "temperature": 0, "max_tokens": MAX, **extra}
+    body = {"model": MODEL, "messages": LOOP, "temperature": 0, "max_tokens": MAX, **extra}
     r = httpx.post(f"{srv.url}/v1/chat/completions", json=body, timeout=600)
     assert r.status_code == 200, r.text
     return r.json()  # type: ignore[no-any-return]
@@ -92,7 +97,7 @@ def test_streamed_the_same(srv: Server) -> None:
     whole = chat(srv)
     chunks = []
     with httpx.stream("POST", f"{srv.url}/v1/chat/completions", timeout=600, json={
-        "model": MODEL, "messages": [{"role": "user", "content": ASK}], "temperature": 0, "max_tokens": MAX, "stream": True,
+        "model": MODEL, "messages": LOOP, "temperature": 0, "max_tokens": MAX, "stream": True,
     }) as r:
         for line in r.iter_lines():
             if line.startswith("data: ") and line != "data: [DONE]":
@@ -113,18 +118,17 @@ def test_off_for_a_request(srv: Server) -> None:
 def test_the_other_protocols_end_there_too(srv: Server) -> None:
     """Responses: incomplete (max_output_tokens); Messages: max_tokens; Ollama: length; each
     long before the limit."""
-    ask = ASK
     responses = httpx.post(f"{srv.url}/v1/responses", timeout=600, json={
-        "model": MODEL, "input": ask, "temperature": 0, "max_output_tokens": MAX,
+        "model": MODEL, "input": LOOP, "temperature": 0, "max_output_tokens": MAX,
     }).json()
     assert responses["status"] == "incomplete" and responses["incomplete_details"] == {"reason": "max_output_tokens"}
     assert responses["usage"]["output_tokens"] < MAX
     messages = httpx.post(f"{srv.url}/v1/messages", timeout=600, json={
-        "model": MODEL, "max_tokens": MAX, "temperature": 0, "messages": [{"role": "user", "content": ask}],
+        "model": MODEL, "max_tokens": MAX, "temperature": 0, "messages": LOOP,
     }).json()
     assert messages["stop_reason"] == "max_tokens" and messages["usage"]["output_tokens"] < MAX
     ollama = httpx.post(f"{srv.url}/api/chat", timeout=600, json={
-        "model": MODEL, "stream": False, "messages": [{"role": "user", "content": ask}],
+        "model": MODEL, "stream": False, "messages": LOOP,
         "options": {"temperature": 0, "num_predict": MAX},
     }).json()
     assert ollama["done_reason"] == "length" and ollama["eval_count"] < MAX
