@@ -285,8 +285,7 @@ def element_grammar(w: Writer, params: Params, schema: dict[str, Any], name: str
         return seq(members(w, inner, member, "", "element"), w.mark(NS), close)
     if depth < 8 and types == {"array"} and isinstance(schema.get("items"), dict):
         item = w.rule("item", seq(w.mark(NS), lit("<item>"), element_grammar(w, params, schema["items"], "item", depth + 1)))
-        items = items_between(item, "", schema.get("minItems"), schema.get("maxItems"))
-        return seq(*([items] if items else []), w.mark(NS), close)
+        return seq(items_between(item, "", schema.get("minItems"), schema.get("maxItems")), w.mark(NS), close)
     return seq(markup_value(w, params, schema, [NS], NS, layout=False), close)
 
 
