@@ -36,6 +36,7 @@ from toolserve.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from toolserve.upstream.transport import AiohttpTransport
 
 log = logging.getLogger(__name__)
 
@@ -149,9 +150,8 @@ class UpstreamClient:
             base_url=self.url,
             headers=headers,
             timeout=httpx.Timeout(cfg.timeout, connect=min(cfg.timeout, 10.0)),
-            verify=_verify(cfg.verify_tls),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=32),
-            trust_env=False,  # never through a proxy from the environment by surprise
+            transport=AiohttpTransport(_verify(cfg.verify_tls)),  # never through a proxy from the environment
+            trust_env=False,
         )
         self.healthy: bool | None = None  # None: not checked yet (requests are tried)
         self.error: str | None = None
