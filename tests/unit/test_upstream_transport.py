@@ -7,7 +7,6 @@ one read to its end leaves it for the next request."""
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -16,13 +15,13 @@ import aiohttp
 import httpx
 import pytest
 
+from tests.unit.test_upstream_streams_end import chunk
 from toolserve.config import UpstreamConfig
 from toolserve.errors import ToolserveError, UpstreamError, UpstreamTimeout, UpstreamUnavailable
 from toolserve.upstream.client import UpstreamClient
 from toolserve.upstream.transport import _httpx_error
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-OK_JSON = json.dumps({"choices": [{"message": {"content": "hi"}}]}).encode()
 
 
 async def read_request(r: asyncio.StreamReader) -> bytes:
@@ -50,7 +49,7 @@ def answering(raw: bytes, then: str = "close") -> Handler:
 
 
 def sse(*events: bytes) -> bytes:
-    body = b"".join(f"{len(e):x}\r\n".encode() + e + b"\r\n" for e in events)
+    body = b"".join(chunk(e) for e in events)
     return b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" + body
 
 

@@ -150,8 +150,8 @@ class UpstreamClient:
             base_url=self.url,
             headers=headers,
             timeout=httpx.Timeout(cfg.timeout, connect=min(cfg.timeout, 10.0)),
-            transport=AiohttpTransport(_verify(cfg.verify_tls)),  # never through a proxy from the environment
-            trust_env=False,
+            transport=AiohttpTransport(_verify(cfg.verify_tls)),
+            trust_env=False,  # never through a proxy from the environment (its transport would bypass ours)
         )
         self.healthy: bool | None = None  # None: not checked yet (requests are tried)
         self.error: str | None = None
