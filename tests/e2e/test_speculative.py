@@ -10,6 +10,7 @@ the first near-tie; drafts hit when the answer copies its prompt; a constrained 
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -152,3 +153,36 @@ def test_under_history_an_answer_given_before_is_drafted_from() -> None:
         assert counters(server) == end
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("mode", ["auto", "on"])
+def test_an_auto_engine_times_a_drafts_rows_on_its_own_thread_and_leaves_nothing_behind(mode: str) -> None:
+    """Under `auto` the engine times decodes of a token with drafts of growing length before its
+    first step (`Runner.calibrate`), on the thread that decodes; the drafts of `auto` jobs are cut
+    by those costs (engine/speculative.py's `Worth`). The timing sequence is left empty. Under
+    `on` nothing is timed: drafts go as far as the budget."""
+    import time
+
+    import llama_cpp
+
+    from toolserve.engine.llama_cpp import LlamaCppEngine
+    from toolserve.models.files import bundled_model
+
+    engine = LlamaCppEngine(str(bundled_model()), n_ctx=512, parallel=2, speculative=mode)
+    try:
+        scheduler = engine._scheduler
+        for _ in range(6000):  # a guard against a hang, not a time limit: timing takes well under a second
+            if scheduler.worth is not None or mode != "auto":
+                break
+            time.sleep(0.05)
+        if mode != "auto":
+            assert scheduler.worth is None
+            return
+        assert scheduler.worth is not None
+        ratio = scheduler.worth.ratio
+        assert ratio[1] == 1.0 and all(a <= b for a, b in itertools.pairwise(ratio[1:]))
+        assert ratio[17] > 1.0  # on a CPU the rows of a draft cost: 17 take longer than one
+        memory = llama_cpp.llama_get_memory(engine._ctx)
+        assert llama_cpp.llama_memory_seq_pos_max(memory, 0) == -1
+    finally:
+        engine.close()

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolserve.engine.speculative import DRAFT_MAX, DRAFT_MIN, HISTORY_LEAD, SURE_MATCH, Budget, Drafter, History
+from toolserve.engine.speculative import DRAFT_MAX, DRAFT_MIN, HISTORY_LEAD, SURE_MATCH, Budget, Drafter, History, Worth
 
 CASES = [
     # (context, limit, draft)
@@ -53,6 +53,84 @@ def test_budget_doubles_on_a_whole_draft_and_shrinks_after_a_miss() -> None:
     assert b.limit == DRAFT_MIN
     b.update(0, 0)  # no draft: nothing learnt
     assert b.limit == DRAFT_MIN
+
+
+AGREED = [
+    # (context, how far the source drafted from agreed with the context's end)
+    ([1, 2, 3, 4, 5, 6], 0),  # no draft
+    ([1, 2, 3, 4, 5, 6, 7, 1, 2, 3, 4], 4),  # the earlier 1 2 3 4 starts the context
+    ([0, 7, 1, 2, 3, 4, 5, 9, 7, 1, 2, 3, 4, 6, 0, 7, 1, 2, 3, 4], 6),  # 0 7 1 2 3 4 agrees further than 7 1 2 3 4
+    ([9, 2, 3, 4, 5, 1, 2, 3, 4], 0),  # 3 agree: too few to draft
+]
+
+
+@pytest.mark.parametrize(("context", "agreed"), AGREED)
+def test_a_draft_says_how_far_its_source_agreed(context: list[int], agreed: int) -> None:
+    d = Drafter(context)
+    d.draft(4)
+    assert d.agreed == agreed
+
+
+def test_the_chance_of_a_draft_token_starts_from_its_agreement_and_follows_the_drafts_kept() -> None:
+    b = Budget()
+    assert b.chance(4) == pytest.approx(0.8) and b.chance(24) == pytest.approx(0.96)
+    b.update(8, 0)  # one token compared, none kept
+    assert b.chance(4) == pytest.approx((0 + 2 * 0.8) / (1 + 2))
+    b.update(8, 8)  # eight compared, eight kept
+    assert b.chance(4) == pytest.approx((8 + 2 * 0.8) / (9 + 2))
+
+
+# seconds of a decode of n tokens (a token and its draft) on a 2-core AMD EPYC: Qwen2.5-Coder-0.5B
+# Q4_K_M on the CPU, and a GPU-like engine where rows come nearly free
+CPU = {1: 0.0211, 2: 0.0358, 3: 0.0424, 5: 0.0651, 9: 0.0959, 17: 0.1441}
+GPU = {1: 0.010, 2: 0.0101, 3: 0.0102, 5: 0.0103, 9: 0.0105, 17: 0.011}
+KEEP = [
+    # (costs, draft length, chance, tokens kept)
+    (CPU, 8, 0.33, 0),  # prose: a third kept does not pay for even one row
+    (CPU, 8, 0.6, 0),
+    (CPU, 8, 0.8, 2),  # 1 + 0.8 + 0.64 expected tokens for 2.0x the time
+    (CPU, 8, 0.9, 6),
+    (CPU, 16, 0.98, 16),  # a copy: the whole draft
+    (GPU, 8, 0.33, 4),  # rows nearly free: a prose draft pays too
+    (GPU, 8, 0.6, 8),
+    (GPU, 64, 0.9, 28),  # against 6 on the CPU
+    (GPU, 64, 0.98, 64),
+    (GPU, 8, 0.0, 0),  # nothing can be kept
+]
+
+
+@pytest.mark.parametrize(("costs", "length", "chance", "kept"), KEEP)
+def test_a_draft_is_cut_to_what_pays_for_its_rows(costs: dict[int, float], length: int, chance: float, kept: int) -> None:
+    assert Worth(costs).keep(length, chance) == kept
+
+
+def test_sizes_not_timed_lie_on_the_line_between_those_timed_and_on_the_last_slope_beyond() -> None:
+    w = Worth({1: 1.0, 3: 3.0, 5: 4.0})
+    assert w.ratio[:8] == pytest.approx([0.0, 1.0, 2.0, 3.0, 3.5, 4.0, 4.5, 5.0])
+    assert len(w.ratio) == DRAFT_MAX + 2
+    assert Worth({1: 1.0, 2: 3.0, 3: 2.0}).ratio[3] == 3.0  # more rows never cost less
+    assert Worth({1: 1.0}).ratio[9] == 1.0  # a lone token timed: rows taken as free
+    with pytest.raises(ValueError):
+        Worth({2: 1.0, 3: 2.0})
+
+
+def rate(w: Worth, k: int, chance: float) -> float:
+    return sum(chance**i for i in range(k + 1)) / w.ratio[k + 1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(1, 1000), min_size=5, max_size=5), st.integers(0, 64), st.integers(0, 100), st.integers(0, 100))
+def test_the_draft_kept_brings_the_most_tokens_in_time_and_grows_with_the_chance(
+    steps: list[int], length: int, low: int, high: int
+) -> None:
+    costs = {n: 1000.0 + sum(steps[:i]) for i, n in enumerate((1, 2, 3, 9, 17, 33))}
+    w = Worth(costs)
+    lo, hi = sorted((low / 100, high / 100))
+    k = w.keep(length, lo)
+    assert 0 <= k <= length
+    best = max([1.0, *(rate(w, j, lo) for j in range(1, length + 1))])
+    assert (1.0 if k == 0 else rate(w, k, lo)) >= best - 1e-6  # (drafts past a chance**k of 1e-4 add nothing)
+    assert w.keep(length, hi) >= k
 
 
 tokens = st.lists(st.integers(0, 5), max_size=80)

@@ -43,6 +43,7 @@ from toolserve.engine.runner import Runner
 from toolserve.engine.sampler import DrySamplers, Sampler, row_logits
 from toolserve.engine.scheduler import SPECULATIVE, Scheduler, Step
 from toolserve.engine.slots import PREFILL_CHUNK, SeqState, boundary
+from toolserve.engine.speculative import CALIBRATE, Worth
 from toolserve.engine.vocab import VocabView
 from toolserve.errors import EngineFailure, InvalidRequest, ModelLoadError, log_failure
 from toolserve.types import ImageData, SamplingParams, TokenEvent
@@ -159,6 +160,7 @@ class LlamaCppEngine:
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self.embedder: Any = None  # engine/embed.py's context on these weights (--embeddings), closed before them
         self.on_step: Any = None  # called by the worker thread after each step (an engine process sends its events)
+        self._calibrate = speculative == "auto"  # drafts cut to what pays for their rows here (engine/speculative.py)
         self._worker = threading.Thread(target=self._run, name="toolserve-engine", daemon=True)
         self._worker.start()
 
@@ -213,6 +215,13 @@ class LlamaCppEngine:
     # -- the worker thread ----------------------------------------------------------------------
     def _run(self) -> None:
         scheduler = self._scheduler
+        if self._calibrate:  # on this thread: llama.cpp's threads belong to the thread that decodes
+            try:
+                scheduler.worth = Worth(self._runner.calibrate([n for n in CALIBRATE if n <= self.info.n_ctx]))
+                log.info("speculative auto: a decode of a token with a draft of 1, 2, 4, 8, 16 costs %s times a lone token's",
+                         ", ".join(f"{scheduler.worth.ratio[n + 1]:.2f}" for n in (1, 2, 4, 8, 16)))
+            except Exception as exc:  # drafts then go uncut, as before any measurement
+                log_failure(log, "timing the decodes of drafts failed", exc)
         closing = False
         while not closing:
             if not scheduler.running and not scheduler.waiting:

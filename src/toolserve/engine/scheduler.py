@@ -37,7 +37,7 @@ from toolserve.engine.slots import (
     position,
     snapshot_media,
 )
-from toolserve.engine.speculative import DRAFT_MAX, Drafter, History
+from toolserve.engine.speculative import DRAFT_MAX, Drafter, History, Worth
 from toolserve.errors import EngineFailure, log_failure
 
 log = logging.getLogger(__name__)
@@ -92,6 +92,7 @@ class Scheduler:
         self._adapters = adapters
         self._speculative = speculative  # the server's setting; a request may ask otherwise
         self.history = History()  # earlier answers, drafted from under `history` (engine/speculative.py)
+        self.worth: Worth | None = None  # what a draft's rows cost, where the engine measured it (under auto)
         self.waiting: list[Job] = []
         self.running: list[Job] = []  # in the order they were admitted
         self.resumed: list[Job] = []  # admitted with their prompt's logits kept (take_resumed)
@@ -275,7 +276,10 @@ class Scheduler:
                 continue
             assert job.sampler is not None
             cap = min(job.max_tokens - job.produced - 1, room)
-            job.draft = job.sampler.allowed(job.drafter.draft(min(job.budget.limit, cap), sure=min(DRAFT_MAX, cap)))
+            draft = job.drafter.draft(min(job.budget.limit, cap), sure=min(DRAFT_MAX, cap))
+            if draft and job.speculative == "auto" and self.worth is not None:
+                draft = draft[: self.worth.keep(len(draft), job.budget.chance(job.drafter.agreed))]
+            job.draft = job.sampler.allowed(draft)
             room -= len(job.draft)
 
     # -- the end of a job ---------------------------------------------------------------------------

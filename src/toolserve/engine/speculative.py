@@ -31,7 +31,9 @@ its answer settles after a time or two (bench/README.md).
 It is shared by all requests, as llama-server's table is: no client reads it, but how fast an
 answer comes says whether something like it was answered lately.
 
-`Budget` sizes each sequence's next draft from how its last ones fared.
+`Budget` sizes each sequence's next draft from how its last ones fared. Under `auto`, `Worth`
+cuts a draft to what pays for its rows on this engine: each row of a draft costs as much as a
+token decoded alone on a CPU, next to nothing on a GPU.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ DRAFT_MAX = 64  # the longest draft (llama.cpp's ngram-mod drafts 48 to 64)
 HISTORY_TOKENS = 1 << 16  # tokens the history keeps (its index: about 20 MB at most)
 HISTORY_LEAD = MATCH_MAX  # prompt tokens kept before an answer in the history (its lookup key)
 SEPARATOR = -(1 << 40)  # between the history's texts: no n-gram or agreement crosses it
+CALIBRATE = (1, 2, 3, 5, 9, 17)  # decode sizes (a token and its draft) an `auto` engine times at its start (larger: on the last two's slope)
+PRIOR = 2.0  # weight, in draft tokens tried, of the acceptance a draft's agreement promises (`Budget.chance`)
 
 
 class Index:
@@ -139,6 +143,7 @@ class Drafter:
         self.key = key
         self.match_min = max(match_min, key)
         self.history = history
+        self.agreed = 0  # how far the source of the last draft agreed with the context's end
         self._own = Index(key)
         self.tokens = self._own.tokens
         self.extend(tokens)
@@ -155,6 +160,7 @@ class Drafter:
         goes on better than text it was asked about). An earlier answer that agrees on
         SURE_MATCH tokens is drafted up to `sure` tokens whatever `limit` (module docstring)."""
         n = len(self.tokens)
+        self.agreed = 0
         if max(limit, sure) <= 0 or n <= self.key:
             return []
         own, own_len = self._own.best(self.tokens, n)
@@ -165,6 +171,7 @@ class Drafter:
             past, past_len = -1, 0
         mine = self._continue(own, limit) if own_len >= self.match_min else []
         if past_len < self.match_min or past_len < own_len:
+            self.agreed = own_len if mine else 0
             return mine
         assert self.history is not None
         if past_len >= SURE_MATCH:
@@ -174,7 +181,11 @@ class Drafter:
             if token < 0:
                 break  # an image's stand-in (in a prompt's lead) is never drafted
             theirs.append(token)
-        return mine if past_len == own_len and len(mine) > len(theirs) else theirs
+        if past_len == own_len and len(mine) > len(theirs):
+            self.agreed = own_len
+            return mine
+        self.agreed = past_len if theirs else 0
+        return theirs
 
     def _continue(self, start: int, limit: int) -> list[int]:
         """What followed `start` in the context, continued into the draft itself where it
@@ -204,11 +215,61 @@ class Budget:
     def __init__(self, start: int = DRAFT_START, least: int = DRAFT_MIN, most: int = DRAFT_MAX):
         self.least, self.most = least, most
         self.limit = min(max(start, least), most)
+        self.tried = self.kept = 0  # draft tokens compared with the model's (up to a first miss), and kept
+
+    def chance(self, agreed: int) -> float:
+        """The chance that the model keeps the next token of a draft whose source agreed with the
+        context's end on `agreed` tokens: agreed / (agreed + 1) before any draft (4: 0.8, 24:
+        0.96), moved towards the share this sequence's drafts have kept as they are tried."""
+        promised = agreed / (agreed + 1)
+        return (self.kept + PRIOR * promised) / (self.tried + PRIOR)
 
     def update(self, drafted: int, accepted: int) -> None:
         if drafted <= 0:
             return
+        self.kept += accepted
+        self.tried += min(drafted, accepted + 1)
         if accepted >= drafted:
             self.limit = min(self.limit * 2, self.most)
         else:
             self.limit = min(max(accepted + 1, self.least), self.most)
+
+
+class Worth:
+    """How much of a draft pays for its rows, from what this engine's decodes of one sequence
+    cost: `costs` maps a decode's size (a token and its draft, logits on every row) to its
+    seconds, measured at the engine's start (`Runner.calibrate`). On a GPU a draft's rows come
+    nearly free; on a CPU the matrix products grow with the rows (Qwen2.5-Coder-0.5B Q4_K_M on 2
+    cores: 1.8x a lone token's time for 2 tokens, 2.2x for 3, 4.8x for 9), so a draft of prose
+    that the model keeps a third of slows it down (bench/README.md). Sizes not measured are
+    taken on the line between their neighbours, beyond the largest on its last two's slope."""
+
+    def __init__(self, costs: dict[int, float], most: int = DRAFT_MAX + 1):
+        sizes = sorted(n for n, t in costs.items() if n >= 1 and t > 0)
+        if not sizes or sizes[0] != 1:
+            raise ValueError("the costs must include a decode of one token")
+        one = costs[1]
+        self.ratio = [0.0, 1.0]  # a decode of n tokens against one of a single token, n = 0..most
+        for n in range(2, most + 1):
+            if len(sizes) == 1:  # only a lone token measured: a draft's rows taken as free
+                self.ratio.append(1.0)
+                continue
+            hi = next((m for m in sizes if m >= n), None)
+            a, b = (sizes[-2], sizes[-1]) if hi is None else (max(m for m in sizes if m < n), hi)
+            t = costs[a] + (costs[b] - costs[a]) * (n - a) / (b - a)
+            self.ratio.append(max(t / one, self.ratio[-1]))  # more rows never cost less
+
+    def keep(self, length: int, chance: float) -> int:
+        """How many tokens of a draft of `length` to decode when each is kept with `chance`
+        (given the one before it was): the count that brings the most tokens per unit of time,
+        0 where decoding the lone token does best."""
+        best, best_rate, gain, p = 0, 1.0, 1.0, 1.0
+        for k in range(1, min(length, len(self.ratio) - 2) + 1):
+            p *= chance
+            if p < 1e-4:
+                break  # what longer drafts add is next to nothing
+            gain += p  # tokens expected from a step with a draft of k: the token, then each kept
+            rate = gain / self.ratio[k + 1]
+            if rate > best_rate:
+                best, best_rate = k, rate
+        return best
