@@ -160,7 +160,9 @@ class LlamaCppEngine:
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self.embedder: Any = None  # engine/embed.py's context on these weights (--embeddings), closed before them
         self.on_step: Any = None  # called by the worker thread after each step (an engine process sends its events)
-        self._calibrate = speculative == "auto"  # drafts cut to what pays for their rows here (engine/speculative.py)
+        # drafts cut to what pays for their rows here (engine/speculative.py); an encoder's model
+        # (T5's kind) decodes only after llama_encode: its drafts go uncut
+        self._calibrate = speculative == "auto" and not llama_cpp.llama_model_has_encoder(model.model)
         self._worker = threading.Thread(target=self._run, name="toolserve-engine", daemon=True)
         self._worker.start()
 
