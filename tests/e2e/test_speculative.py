@@ -166,6 +166,7 @@ def test_an_auto_engine_times_a_drafts_rows_on_its_own_thread_and_leaves_nothing
     import llama_cpp
 
     from toolserve.engine.llama_cpp import LlamaCppEngine
+    from toolserve.engine.speculative import CALIBRATE
     from toolserve.models.files import bundled_model
 
     engine = LlamaCppEngine(str(bundled_model()), n_ctx=512, parallel=2, speculative=mode)
@@ -184,5 +185,19 @@ def test_an_auto_engine_times_a_drafts_rows_on_its_own_thread_and_leaves_nothing
         assert ratio[17] > 1.0  # on a CPU the rows of a draft cost: 17 take longer than one
         memory = llama_cpp.llama_get_memory(engine._ctx)
         assert llama_cpp.llama_memory_seq_pos_max(memory, 0) == -1
+        # past its time budget no larger size is timed once two are (a big model on a CPU)
+        assert set(engine._runner.calibrate(CALIBRATE, budget=0.0)) == {1, 2}
+        assert llama_cpp.llama_memory_seq_pos_max(memory, 0) == -1
     finally:
         engine.close()
+
+
+def test_the_engine_process_logs_what_it_timed_at_the_servers_log_level() -> None:
+    """The engine process logs at the server's level (engine/process.py's `worker_env`), so
+    `--log-level info` shows the costs an `auto` engine timed at its start."""
+    server = Server(["--ctx-size", "512", "--parallel", "1", "--log-level", "info"])
+    try:
+        chat(server, messages=[{"role": "user", "content": "Hi"}], max_tokens=2)  # after the timing: it precedes every step
+        assert "speculative auto: a decode of a token with a draft of 1, 2, 4, 8, 16 costs" in server.stderr_text()
+    finally:
+        server.stop()

@@ -108,7 +108,8 @@ def test_sizes_not_timed_lie_on_the_line_between_those_timed_and_on_the_last_slo
     w = Worth({1: 1.0, 3: 3.0, 5: 4.0})
     assert w.ratio[:8] == pytest.approx([0.0, 1.0, 2.0, 3.0, 3.5, 4.0, 4.5, 5.0])
     assert len(w.ratio) == DRAFT_MAX + 2
-    assert Worth({1: 1.0, 2: 3.0, 3: 2.0}).ratio[3] == 3.0  # more rows never cost less
+    assert Worth({1: 1.0, 2: 1.5, 3: 1.2}).ratio[3] == 1.5  # more rows never cost less
+    assert Worth({1: 1.0, 2: 17.0, 5: 47.0}).ratio[2:6] == [2.0, 3.0, 4.0, 5.0]  # nor more than as many lone tokens
     assert Worth({1: 1.0}).ratio[9] == 1.0  # a lone token timed: rows taken as free
     with pytest.raises(ValueError):
         Worth({2: 1.0, 3: 2.0})

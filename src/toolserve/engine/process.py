@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import socket
 import subprocess
@@ -51,6 +52,13 @@ def rss_mb(pid: int) -> float | None:
     return None
 
 
+def worker_env() -> dict[str, str]:
+    """The engine process's environment: ours, its log at the level of the server's engine logs
+    (`--log-level info` shows what it found at its start) unless TOOLSERVE_ENGINE_LOG says."""
+    level = logging.getLevelName(logging.getLogger("toolserve.engine").getEffectiveLevel())
+    return {"TOOLSERVE_ENGINE_LOG": level, **os.environ}
+
+
 def spawn(settings: dict[str, Any], rss: float | None) -> tuple[subprocess.Popen[bytes], Connection, Connection, tuple[Any, ...]]:
     """Start an engine process; its control and events connections and its "ready" message.
     `rss`: the resident memory last seen (MB), named if the process is killed while loading."""
@@ -61,6 +69,7 @@ def spawn(settings: dict[str, Any], rss: float | None) -> tuple[subprocess.Popen
             [sys.executable, "-m", "toolserve.engine.worker", str(theirs.fileno()), str(ev_theirs.fileno())],
             pass_fds=[theirs.fileno(), ev_theirs.fileno()],
             start_new_session=True,  # a terminal's Ctrl-C goes to the server, which closes it
+            env=worker_env(),
         )
     finally:
         theirs.close()

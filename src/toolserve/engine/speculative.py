@@ -242,7 +242,8 @@ class Worth:
     nearly free; on a CPU the matrix products grow with the rows (Qwen2.5-Coder-0.5B Q4_K_M on 2
     cores: 1.8x a lone token's time for 2 tokens, 2.2x for 3, 4.8x for 9), so a draft of prose
     that the model keeps a third of slows it down (bench/README.md). Sizes not measured are
-    taken on the line between their neighbours, beyond the largest on its last two's slope."""
+    taken on the line between their neighbours, beyond the largest on its last two's slope;
+    n tokens are taken to cost at least as much as fewer, at most as much as n lone tokens."""
 
     def __init__(self, costs: dict[int, float], most: int = DRAFT_MAX + 1):
         sizes = sorted(n for n, t in costs.items() if n >= 1 and t > 0)
@@ -257,7 +258,9 @@ class Worth:
             hi = next((m for m in sizes if m >= n), None)
             a, b = (sizes[-2], sizes[-1]) if hi is None else (max(m for m in sizes if m < n), hi)
             t = costs[a] + (costs[b] - costs[a]) * (n - a) / (b - a)
-            self.ratio.append(max(t / one, self.ratio[-1]))  # more rows never cost less
+            # more rows never cost less, nor more than as many decodes of one token (timed on a
+            # busy machine, a size can come out far slower than it is: its drafts are then left out)
+            self.ratio.append(min(max(t / one, self.ratio[-1]), float(n)))
 
     def keep(self, length: int, chance: float) -> int:
         """How many tokens of a draft of `length` to decode when each is kept with `chance`
