@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolserve.engine.speculative import DRAFT_MAX, DRAFT_MIN, HISTORY_LEAD, SURE_MATCH, Budget, Drafter, History, Worth
+from toolserve.engine.speculative import (
+    CPU_COSTS,
+    DRAFT_MAX,
+    DRAFT_MIN,
+    HISTORY_LEAD,
+    SURE_MATCH,
+    Budget,
+    Drafter,
+    History,
+    Worth,
+)
 
 CASES = [
     # (context, limit, draft)
@@ -97,6 +109,14 @@ KEEP = [
     (GPU, 64, 0.98, 64),
     (GPU, 8, 0.0, 0),  # nothing can be kept
 ]
+
+
+def test_the_cpus_costs_grow_with_the_rows_and_stop_prose_drafts() -> None:
+    sizes = sorted(CPU_COSTS)
+    assert sizes[0] == 1 and CPU_COSTS[1] == 1.0
+    assert all(CPU_COSTS[a] < CPU_COSTS[b] <= b for a, b in itertools.pairwise(sizes))  # no more than as many lone tokens
+    w = Worth(CPU_COSTS)
+    assert w.keep(8, 0.33) == 0 and w.keep(16, 0.98) == 16
 
 
 @pytest.mark.parametrize(("costs", "length", "chance", "kept"), KEEP)

@@ -43,7 +43,7 @@ from toolserve.engine.runner import Runner
 from toolserve.engine.sampler import DrySamplers, Sampler, row_logits
 from toolserve.engine.scheduler import SPECULATIVE, Scheduler, Step
 from toolserve.engine.slots import PREFILL_CHUNK, SeqState, boundary
-from toolserve.engine.speculative import CALIBRATE, Worth
+from toolserve.engine.speculative import CPU_COSTS, Worth
 from toolserve.engine.vocab import VocabView
 from toolserve.errors import EngineFailure, InvalidRequest, ModelLoadError, log_failure
 from toolserve.types import ImageData, SamplingParams, TokenEvent
@@ -155,14 +155,15 @@ class LlamaCppEngine:
             turns=self.vocab.turns(), sampler=lambda job: Sampler(job.params, job.prompt, self._n_vocab, self._dry), adapters=self._adapters,
             speculative=speculative,
         )
+        if speculative == "auto" and on_cores:  # drafts cut to what pays for their rows on a CPU (engine/speculative.py)
+            self._scheduler.worth = Worth(CPU_COSTS)
+            log.info("speculative auto: drafts cut to what pays on the CPU, a token with a draft of 1, 2, 4, 8, 16 taken to cost %s lone tokens",
+                     ", ".join(f"{self._scheduler.worth.ratio[n + 1]:.1f}" for n in (1, 2, 4, 8, 16)))
         if self._adapters.sets[0]:
             self._adapters.apply(self._ctx, 0)
         self._jobs: queue.Queue[Job | None] = queue.Queue()
         self.embedder: Any = None  # engine/embed.py's context on these weights (--embeddings), closed before them
         self.on_step: Any = None  # called by the worker thread after each step (an engine process sends its events)
-        # drafts cut to what pays for their rows here (engine/speculative.py); an encoder's model
-        # (T5's kind) decodes only after llama_encode: its drafts go uncut
-        self._calibrate = speculative == "auto" and not llama_cpp.llama_model_has_encoder(model.model)
         self._worker = threading.Thread(target=self._run, name="toolserve-engine", daemon=True)
         self._worker.start()
 
@@ -217,13 +218,6 @@ class LlamaCppEngine:
     # -- the worker thread ----------------------------------------------------------------------
     def _run(self) -> None:
         scheduler = self._scheduler
-        if self._calibrate:  # on this thread: llama.cpp's threads belong to the thread that decodes
-            try:
-                scheduler.worth = Worth(self._runner.calibrate([n for n in CALIBRATE if n <= self.info.n_ctx]))
-                log.info("speculative auto: a decode of a token with a draft of 1, 2, 4, 8, 16 costs %s times a lone token's",
-                         ", ".join(f"{scheduler.worth.ratio[n + 1]:.2f}" for n in (1, 2, 4, 8, 16)))
-            except Exception as exc:  # drafts then go uncut, as before any measurement
-                log_failure(log, "timing the decodes of drafts failed", exc)
         closing = False
         while not closing:
             if not scheduler.running and not scheduler.waiting:

@@ -8,7 +8,6 @@ micro-batches of consecutive sequence ids with as many tokens each.
 from __future__ import annotations
 
 import ctypes
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -89,30 +88,6 @@ class Runner:
                 job.row = batch.add((job.token, *job.draft), job.n_past, job.seq.id, 1 + len(job.draft))
         if batch.n:
             self.decode()
-
-    def calibrate(self, sizes: Sequence[int], seq: int = 0, budget: float = 2.0) -> dict[int, float]:
-        """Seconds that a decode of n tokens of sequence `seq` takes with logits on every row (a
-        token and its draft), for each n of `sizes` the batch holds: the faster of two, after
-        one decode of the first size that brings the weights in. Past `budget` seconds no
-        larger size is timed once two are (a big model on a CPU). The sequence is left empty."""
-        memory = llama_cpp.llama_get_memory(self.ctx)
-        sizes = [n for n in sizes if 0 < n <= self.batch.capacity]
-        out: dict[int, float] = {}
-        began = time.perf_counter()
-        for i, n in enumerate([*sizes[:1], *sizes]):
-            if len(out) >= 2 and time.perf_counter() - began > budget:
-                break
-            for _ in range(1 if i == 0 else 2):
-                self.batch.n = 0
-                self.batch.add(range(n), 0, seq, n)
-                start = time.perf_counter()
-                self.decode()
-                took = time.perf_counter() - start
-                if not llama_cpp.llama_memory_seq_rm(memory, seq, 0, -1):
-                    raise EngineFailure("llama.cpp could not drop the calibration's tokens")
-                if i:
-                    out[n] = min(out.get(n, took), took)
-        return out
 
     def decode(self) -> None:
         """llama_decode of the batch as filled."""

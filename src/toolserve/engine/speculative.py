@@ -31,9 +31,9 @@ its answer settles after a time or two (bench/README.md).
 It is shared by all requests, as llama-server's table is: no client reads it, but how fast an
 answer comes says whether something like it was answered lately.
 
-`Budget` sizes each sequence's next draft from how its last ones fared. Under `auto`, `Worth`
-cuts a draft to what pays for its rows on this engine: each row of a draft costs as much as a
-token decoded alone on a CPU, next to nothing on a GPU.
+`Budget` sizes each sequence's next draft from how its last ones fared. Under `auto` on a CPU,
+`Worth` cuts a draft to what pays for its rows: there a row of a draft costs about as much as a
+token decoded alone (on a GPU next to nothing: drafts there go uncut).
 """
 
 from __future__ import annotations
@@ -52,7 +52,12 @@ DRAFT_MAX = 64  # the longest draft (llama.cpp's ngram-mod drafts 48 to 64)
 HISTORY_TOKENS = 1 << 16  # tokens the history keeps (its index: about 20 MB at most)
 HISTORY_LEAD = MATCH_MAX  # prompt tokens kept before an answer in the history (its lookup key)
 SEPARATOR = -(1 << 40)  # between the history's texts: no n-gram or agreement crosses it
-CALIBRATE = (1, 2, 3, 5, 9, 17)  # decode sizes (a token and its draft) an `auto` engine times at its start (larger: on the last two's slope)
+# what a decode of n tokens of one sequence (a token and its draft, logits on every row) costs
+# against one of a lone token on a CPU: Qwen2.5-Coder-0.5B Q4_K_M on 2 cores of an AMD EPYC
+# (21.6 ms for one token; SmolLM2-135M: 2.0, 2.3, 3.5, 5.3, 9.0 for 2 to 17), bench/README.md. Fixed, not
+# timed at each start: a timing taken on a busy machine came out at 17x for 3 tokens, and one
+# that moved from start to start would make the same request batch differently on the next
+CPU_COSTS = {1: 1.0, 2: 1.82, 3: 2.16, 4: 2.32, 5: 3.22, 9: 4.83, 17: 6.91}
 PRIOR = 2.0  # weight, in draft tokens tried, of the acceptance a draft's agreement promises (`Budget.chance`)
 
 
@@ -236,14 +241,14 @@ class Budget:
 
 
 class Worth:
-    """How much of a draft pays for its rows, from what this engine's decodes of one sequence
-    cost: `costs` maps a decode's size (a token and its draft, logits on every row) to its
-    seconds, measured at the engine's start (`Runner.calibrate`). On a GPU a draft's rows come
-    nearly free; on a CPU the matrix products grow with the rows (Qwen2.5-Coder-0.5B Q4_K_M on 2
-    cores: 1.8x a lone token's time for 2 tokens, 2.2x for 3, 4.8x for 9), so a draft of prose
-    that the model keeps a third of slows it down (bench/README.md). Sizes not measured are
-    taken on the line between their neighbours, beyond the largest on its last two's slope;
-    n tokens are taken to cost at least as much as fewer, at most as much as n lone tokens."""
+    """How much of a draft pays for its rows, from what decodes of one sequence cost: `costs`
+    maps a decode's size (a token and its draft, logits on every row) to its time, in any unit
+    (CPU_COSTS on a CPU). On a GPU a draft's rows come nearly free; on a CPU the matrix products
+    grow with the rows (Qwen2.5-Coder-0.5B Q4_K_M on 2 cores: 1.8x a lone token's time for 2
+    tokens, 2.2x for 3, 4.8x for 9), so a draft of prose that the model keeps a third of slows
+    it down (bench/README.md). Sizes not given are taken on the line between their neighbours,
+    beyond the largest on its last two's slope; n tokens are taken to cost at least as much as
+    fewer, at most as much as n lone tokens."""
 
     def __init__(self, costs: dict[int, float], most: int = DRAFT_MAX + 1):
         sizes = sorted(n for n, t in costs.items() if n >= 1 and t > 0)
@@ -258,8 +263,7 @@ class Worth:
             hi = next((m for m in sizes if m >= n), None)
             a, b = (sizes[-2], sizes[-1]) if hi is None else (max(m for m in sizes if m < n), hi)
             t = costs[a] + (costs[b] - costs[a]) * (n - a) / (b - a)
-            # more rows never cost less, nor more than as many decodes of one token (timed on a
-            # busy machine, a size can come out far slower than it is: its drafts are then left out)
+            # more rows never cost less, nor more than as many decodes of one token
             self.ratio.append(min(max(t / one, self.ratio[-1]), float(n)))
 
     def keep(self, length: int, chance: float) -> int:
