@@ -54,7 +54,7 @@ def rss_mb(pid: int) -> float | None:
 
 def worker_env() -> dict[str, str]:
     """The engine process's environment: ours, its log at the level of the server's engine logs
-    (`--log-level info` shows what it found at its start) unless TOOLSERVE_ENGINE_LOG says."""
+    (`--log-level info` shows its lines from its start) unless TOOLSERVE_ENGINE_LOG says."""
     level = logging.getLevelName(logging.getLogger("toolserve.engine").getEffectiveLevel())
     return {"TOOLSERVE_ENGINE_LOG": level, **os.environ}
 

@@ -92,7 +92,7 @@ class Scheduler:
         self._adapters = adapters
         self._speculative = speculative  # the server's setting; a request may ask otherwise
         self.history = History()  # earlier answers, drafted from under `history` (engine/speculative.py)
-        self.worth: Worth | None = None  # what a draft's rows cost, where the engine measured it (under auto)
+        self.worth: Worth | None = None  # what a draft's rows cost, on the CPU (under auto)
         self.waiting: list[Job] = []
         self.running: list[Job] = []  # in the order they were admitted
         self.resumed: list[Job] = []  # admitted with their prompt's logits kept (take_resumed)

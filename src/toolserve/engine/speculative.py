@@ -257,7 +257,7 @@ class Worth:
         one = costs[1]
         self.ratio = [0.0, 1.0]  # a decode of n tokens against one of a single token, n = 0..most
         for n in range(2, most + 1):
-            if len(sizes) == 1:  # only a lone token measured: a draft's rows taken as free
+            if len(sizes) == 1:  # only a lone token's cost given: a draft's rows taken as free
                 self.ratio.append(1.0)
                 continue
             hi = next((m for m in sizes if m >= n), None)
