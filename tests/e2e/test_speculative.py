@@ -165,7 +165,7 @@ def test_an_auto_engine_on_the_cpu_cuts_drafts_by_the_cpus_costs(mode: str) -> N
 
     engine = LlamaCppEngine(str(bundled_model()), n_ctx=512, parallel=2, speculative=mode)
     try:
-        worth = engine._scheduler.worth
+        worth = engine._scheduler._worth
         if mode != "auto":
             assert worth is None
             return

@@ -130,7 +130,7 @@ def test_sizes_not_timed_lie_on_the_line_between_those_timed_and_on_the_last_slo
     assert len(w.ratio) == DRAFT_MAX + 2
     assert Worth({1: 1.0, 2: 1.5, 3: 1.2}).ratio[3] == 1.5  # more rows never cost less
     assert Worth({1: 1.0, 2: 17.0, 5: 47.0}).ratio[2:6] == [2.0, 3.0, 4.0, 5.0]  # nor more than as many lone tokens
-    assert Worth({1: 1.0}).ratio[9] == 1.0  # a lone token timed: rows taken as free
+    assert Worth({1: 1.0}).ratio[9] == 1.0  # only a lone token's cost given: rows taken as free
     with pytest.raises(ValueError):
         Worth({2: 1.0, 3: 2.0})
 

@@ -147,18 +147,18 @@ class LlamaCppEngine:
         if speculative != "off" and (llama_cpp.llama_model_is_recurrent(model.model) or llama_cpp.llama_model_is_hybrid(model.model)):
             log.info("speculative decoding is off: this model's state cannot drop rejected draft tokens")
             speculative = "never"
+        worth = Worth(CPU_COSTS) if speculative == "auto" and on_cores else None  # drafts cut to what pays for their rows on a CPU
+        if worth is not None:
+            log.info("speculative auto: drafts cut to what pays on the CPU, a token with a draft of 1, 2, 4, 8, 16 taken to cost %s lone tokens",
+                     ", ".join(f"{worth.ratio[n + 1]:.1f}" for n in (1, 2, 4, 8, 16)))
         seqs = [SeqState(i) for i in range(parallel)]
         self._runner = Runner(self._ctx, n_batch, parallel, self._cores, self.stats)
         self._memory = Memory(self._ctx, seqs, self.cache, self._runner)
         self._scheduler = Scheduler(
             seqs, self._memory, self.cache, self.stats, capacity=n_batch, n_ctx=self.info.n_ctx,
             turns=self.vocab.turns(), sampler=lambda job: Sampler(job.params, job.prompt, self._n_vocab, self._dry), adapters=self._adapters,
-            speculative=speculative,
+            speculative=speculative, worth=worth,
         )
-        if speculative == "auto" and on_cores:  # drafts cut to what pays for their rows on a CPU (engine/speculative.py)
-            self._scheduler.worth = Worth(CPU_COSTS)
-            log.info("speculative auto: drafts cut to what pays on the CPU, a token with a draft of 1, 2, 4, 8, 16 taken to cost %s lone tokens",
-                     ", ".join(f"{self._scheduler.worth.ratio[n + 1]:.1f}" for n in (1, 2, 4, 8, 16)))
         if self._adapters.sets[0]:
             self._adapters.apply(self._ctx, 0)
         self._jobs: queue.Queue[Job | None] = queue.Queue()

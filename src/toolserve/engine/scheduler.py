@@ -80,7 +80,9 @@ class Scheduler:
         sampler: Callable[[Job], Sampler],
         adapters: Adapters,
         speculative: str = "off",
+        worth: Worth | None = None,
     ):
+        """`worth`: what a draft's rows cost, by which `auto` drafts are cut (None: uncut)."""
         self.seqs = seqs
         self._memory = memory
         self._cache = cache
@@ -92,7 +94,7 @@ class Scheduler:
         self._adapters = adapters
         self._speculative = speculative  # the server's setting; a request may ask otherwise
         self.history = History()  # earlier answers, drafted from under `history` (engine/speculative.py)
-        self.worth: Worth | None = None  # what a draft's rows cost, on the CPU (under auto)
+        self._worth = worth
         self.waiting: list[Job] = []
         self.running: list[Job] = []  # in the order they were admitted
         self.resumed: list[Job] = []  # admitted with their prompt's logits kept (take_resumed)
@@ -277,8 +279,8 @@ class Scheduler:
             assert job.sampler is not None
             cap = min(job.max_tokens - job.produced - 1, room)
             draft = job.drafter.draft(min(job.budget.limit, cap), sure=min(DRAFT_MAX, cap))
-            if draft and job.speculative == "auto" and self.worth is not None:
-                draft = draft[: self.worth.keep(len(draft), job.budget.chance(job.drafter.agreed))]
+            if draft and job.speculative == "auto" and self._worth is not None:
+                draft = draft[: self._worth.keep(len(draft), job.budget.chance(job.drafter.agreed))]
             job.draft = job.sampler.allowed(draft)
             room -= len(job.draft)
 
