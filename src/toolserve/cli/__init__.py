@@ -440,6 +440,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=getattr(logging, args.log_level.upper()), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if args.log_level != "debug":  # httpx logs each upstream request at INFO: toolserve.access has the client's
+        logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         if args.command in ("pull", "models", "rm"):
             return int(args.run(args))
