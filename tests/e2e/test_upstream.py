@@ -241,14 +241,15 @@ def test_models_lists_the_upstream_model_under_our_id(passthrough: Server, model
 
 @pytest.mark.parametrize("level", ["info", "debug"])
 def test_one_log_line_a_request_at_info(server: Server, level: str) -> None:
-    """The access line says what a client asked; httpx's line for each request toolserve sends
-    upstream shows at --log-level debug only."""
+    """The access line says what a client asked; a line for each request toolserve sends
+    upstream shows at --log-level debug only (httpx's for its health checks too)."""
     with front(["--upstream", f"{server.url}/v1", "--model-alias", "front", "--log-level", level]) as srv:
         r = httpx.post(f"{srv.url}/v1/chat/completions", json={"model": "front", "messages": HI, "max_tokens": 2})
         assert r.status_code == 200
         log = srv.stderr_text()
     assert "toolserve.access" in log and "POST /v1/chat/completions 200" in log
-    assert ("HTTP Request: POST" in log) is (level == "debug")
+    assert ("upstream request: POST" in log) is (level == "debug")
+    assert ("HTTP Request: GET" in log) is (level == "debug")  # the health check at start
 
 
 def test_raw_card_names_template_and_format(raw_json: Server, llama_raw: Server) -> None:

@@ -146,13 +146,18 @@ class UpstreamClient:
         self.timeout = cfg.timeout
         self.interval = cfg.health_interval
         headers = {"Authorization": f"Bearer {cfg.api_key}"} if cfg.api_key else {}
+        timeout = httpx.Timeout(cfg.timeout, connect=min(cfg.timeout, 10.0))
+        self.transport = AiohttpTransport(_verify(cfg.verify_tls))
         self.http = httpx.AsyncClient(
             base_url=self.url,
             headers=headers,
-            timeout=httpx.Timeout(cfg.timeout, connect=min(cfg.timeout, 10.0)),
-            transport=AiohttpTransport(_verify(cfg.verify_tls)),
+            timeout=timeout,
+            transport=self.transport,
             trust_env=False,  # never through a proxy from the environment (its transport would bypass ours)
         )
+        # a client's requests (`open`) go to the transport as httpx would send them, without its client
+        self._post_headers = [*self.http.headers.multi_items(), ("content-type", "application/json")]
+        self._timeouts = timeout.as_dict()
         self.healthy: bool | None = None  # None: not checked yet (requests are tried)
         self.error: str | None = None
         self.checked_at: float | None = None
@@ -241,10 +246,11 @@ class UpstreamClient:
         another upstream can take the request, so one that cannot be connected to is marked
         down at once and None returned (no retries)."""
         self.require()
+        data = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()  # as httpx's `json=`
         resp = None
         for attempt in range(len(CONNECT_RETRY_DELAYS) + 1):
             try:
-                resp = await self.http.send(self.http.build_request("POST", path, json=body), stream=True)
+                resp = await self.transport.send("POST", self.url + path, self._post_headers, data, self._timeouts)
                 break
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # nothing was sent: safe to try again
                 if failover or attempt == len(CONNECT_RETRY_DELAYS):
@@ -258,6 +264,7 @@ class UpstreamClient:
             except httpx.HTTPError as exc:
                 raise UpstreamError(f"The upstream server failed: {describe(exc)}") from None
         assert resp is not None
+        log.debug("upstream request: POST %s%s %d", safe_url(self.url), path, resp.status_code)
         if self.healthy is None:
             self._set(True, None)
         if resp.status_code >= 400:
