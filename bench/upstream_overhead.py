@@ -7,8 +7,10 @@ Qwen2 model (or --model DIR, e.g. a bf16 Qwen2.5-Coder-0.5B). In front of it: to
 passthrough mode, and in raw mode (toolserve renders and parses; its text goes to vLLM's
 /v1/completions). Same requests to each, their order turned each run:
 
-  request    a short chat request for one token, not streamed, one after another: the median
-             wall time; toolserve's cost per request is its median minus vLLM's
+  request    a short chat request for one token, not streamed, one after another, the targets
+             taking turns request by request: the median wall time, and toolserve's cost per
+             request, the median of its time minus vLLM's in the same turn (vLLM's own time
+             drifts by more than a millisecond from one minute to the next on a CPU)
   1 client   one streaming chat request of --tokens tokens (temperature 1, seeded: a random model
              next to never ends early): tokens/s as the client reads them
   8 clients  eight such streams at once: their tokens/s together, and the median time to the
@@ -20,7 +22,7 @@ vLLM on other machines. `--apart` gives vLLM the last CPU alone and toolserve an
 the others (every target, vLLM directly included, is measured that way): toolserve in front of
 a vLLM whose CPUs (or GPUs) it does not share, as in a scale-out deployment.
 
-    python bench/upstream_overhead.py [--runs 3] [--tokens 128] [--requests 30] [--clients 8] [--model DIR] [--apart]
+    python bench/upstream_overhead.py [--runs 3] [--tokens 128] [--requests 100] [--clients 8] [--model DIR] [--apart]
 """
 
 from __future__ import annotations
@@ -47,18 +49,27 @@ from tests import vllm_cpu
 ASK = [{"role": "user", "content": "Tell me about the weather in Paris, in detail."}]
 
 
-def request_ms(url: str, model: str, n: int) -> float:
-    """Median wall time of n one-token chat requests, one after another (after two unmeasured)."""
-    body = {"model": model, "messages": ASK, "max_tokens": 1, "temperature": 0}
-    times = []
-    with httpx.Client(timeout=120) as c:
+def request_ms(targets: dict[str, tuple[str, str]], n: int) -> dict[str, tuple[float, float]]:
+    """n one-token chat requests to each target, the targets taking turns request by request
+    (after two rounds unmeasured): each target's median wall time, and the median of its
+    round-by-round difference to the first target's (what it adds, with the upstream's drift
+    from one moment to the next taken out), in ms."""
+    clients = {name: httpx.Client(timeout=120) for name in targets}
+    times: dict[str, list[float]] = {name: [] for name in targets}
+    try:
         for k in range(n + 2):
-            started = time.perf_counter()
-            r = c.post(f"{url}/v1/chat/completions", json=body)
-            r.raise_for_status()
-            if k >= 2:
-                times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1000
+            for name, (url, model) in targets.items():
+                body = {"model": model, "messages": ASK, "max_tokens": 1, "temperature": 0}
+                started = time.perf_counter()
+                r = clients[name].post(f"{url}/v1/chat/completions", json=body)
+                r.raise_for_status()
+                if k >= 2:
+                    times[name].append((time.perf_counter() - started) * 1000)
+    finally:
+        for c in clients.values():
+            c.close()
+    base = times[next(iter(targets))]
+    return {name: (statistics.median(t), statistics.median([a - b for a, b in zip(t, base, strict=True)])) for name, t in times.items()}
 
 
 async def one_stream(c: httpx.AsyncClient, url: str, model: str, tokens: int, seed: int) -> tuple[int, float]:
@@ -93,7 +104,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=128)
-    ap.add_argument("--requests", type=int, default=30)
+    ap.add_argument("--requests", type=int, default=100)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--model", default="", help="model directory for vLLM (default: the tier's tiny random Qwen2)")
     ap.add_argument("--apart", action="store_true", help="vLLM on the last CPU, toolserve and the client on the others")
@@ -126,12 +137,14 @@ def main() -> None:
             targets[f"toolserve {mode}"] = (url, stack.enter_context(serving(f"toolserve-{mode}", front, url, logs)))
 
         names = list(targets)
-        rows: dict[str, dict[str, list[float]]] = {n: {"req": [], "one": [], "many": [], "ttft": []} for n in names}
+        rows: dict[str, dict[str, list[float]]] = {n: {"req": [], "added": [], "one": [], "many": [], "ttft": []} for n in names}
         for run in range(args.runs):
+            for name, (ms, added) in request_ms(targets, args.requests).items():
+                rows[name]["req"].append(ms)
+                rows[name]["added"].append(added)
             order = names[run % len(names):] + names[: run % len(names)]
             for name in order:
                 url, model = targets[name]
-                rows[name]["req"].append(request_ms(url, model, args.requests))
                 rows[name]["one"].append(asyncio.run(streams(url, model, 1, args.tokens, 1000 * run))[0])
                 rate, ttft = asyncio.run(streams(url, model, args.clients, args.tokens, 1000 * run + 100))
                 rows[name]["many"].append(rate)
@@ -147,7 +160,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for n in names:
         m = med[n]
-        print(f"| {n} | {m['req']:.1f} | {m['req'] - base['req']:+.1f} | {m['one']:.1f} | {m['one'] / base['one']:.3f} | "
+        print(f"| {n} | {m['req']:.1f} | {m['added']:+.2f} | {m['one']:.1f} | {m['one'] / base['one']:.3f} | "
               f"{m['many']:.1f} | {m['many'] / base['many']:.3f} | {m['ttft'] * 1000:.0f} |")
 
 if __name__ == "__main__":

@@ -46,6 +46,27 @@ DOWN_INTERVAL = 1.0  # seconds between health checks while the upstream is down
 DRAIN_TIMEOUT = 1.0  # seconds a stream's end may take to arrive after its [DONE] before it is cut
 
 
+_EOL = re.compile(rb"\r\n|\r|\n")
+
+
+async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
+    """The lines of an SSE stream, ended by CRLF, LF or CR as the SSE spec says, cut as bytes (no
+    UTF-8 character holds those bytes). httpx's `aiter_lines` cuts where `str.splitlines` does,
+    so a U+2028, U+2029 or U+0085 that a model wrote, which JSON leaves unescaped, broke an
+    event's JSON in two; it also decodes each chunk through two more layers."""
+    rest = b""
+    after_cr = False  # the last chunk ended in CR: an LF that starts the next one ends no line
+    async for chunk in chunks:
+        if after_cr and chunk[:1] == b"\n":
+            chunk = chunk[1:]
+        after_cr = chunk[-1:] == b"\r"
+        *lines, rest = _EOL.split(rest + chunk)
+        for line in lines:
+            yield line.decode("utf-8", "replace")
+    if rest:
+        yield rest.decode("utf-8", "replace")
+
+
 def root_url(url: str) -> str:
     """The server root: 'http://h:8000/v1/' -> 'http://h:8000'."""
     url = url.rstrip("/")
@@ -309,7 +330,7 @@ class UpstreamClient:
         is raised as our error; a stream cut short, or silent past the timeout, too."""
         self._open.add(resp)
         done = False
-        lines = resp.aiter_lines()
+        lines = sse_lines(resp.aiter_bytes())  # decoded, if the upstream compressed it
         try:
             async for line in lines:
                 if not line.startswith("data:"):
