@@ -1,5 +1,6 @@
-"""Talking to an upstream OpenAI-compatible server: one httpx client per upstream server, its
-health, and what can go wrong mapped to our errors.
+"""Talking to an upstream OpenAI-compatible server: one client per upstream server (a client's
+requests straight to the aiohttp transport, health probes and `/tokenize` through httpx's
+client), its health, and what can go wrong mapped to our errors.
 
 - Health: `/health` (or `/v1/models` where `/health` is a 404) at start, then every
   `health_interval` seconds while up and every second while down. A connection that cannot be

@@ -1,5 +1,6 @@
-"""The upstream client's HTTP transport: httpx's API (upstream/client.py) over aiohttp's
-connections.
+"""The upstream client's HTTP transport: aiohttp's connections, answering with httpx's responses
+(upstream/client.py): `send` for the requests that carry a client's work, httpx's transport
+interface for the rest (health probes, `/tokenize`).
 
 httpx reads a response through httpcore, h11 and anyio, a few Python layers per chunk; aiohttp
 parses HTTP in C. Behind this transport the front takes about 40% less CPU per streamed upstream
