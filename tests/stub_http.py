@@ -14,6 +14,13 @@ from typing import Any
 from tests.conftest import free_port
 
 
+async def read_request(reader: asyncio.StreamReader) -> tuple[str, bytes]:
+    """One HTTP/1.1 request from `reader`: its request line and its body (by Content-Length)."""
+    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+    length = next((int(h.split(":", 1)[1]) for h in head[1:] if h.lower().startswith("content-length:")), 0)
+    return head[0], await reader.readexactly(length)
+
+
 class StubHttp:
     def __init__(self) -> None:
         self.port = free_port()
@@ -40,10 +47,9 @@ class StubHttp:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-            method, path, _ = head[0].split(" ")
-            length = next((int(h.split(":", 1)[1]) for h in head[1:] if h.lower().startswith("content-length:")), 0)
-            body = json.loads(await reader.readexactly(length)) if length else {}
+            line, raw = await read_request(reader)
+            method, path, _ = line.split(" ")
+            body = json.loads(raw) if raw else {}
             await self.respond(method, path, body, writer)
             await writer.drain()
         except (OSError, asyncio.IncompleteReadError, ValueError):

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
+from tests.stub_http import read_request
 from toolserve.config import UpstreamConfig
 from toolserve.upstream.client import UpstreamClient, sse_lines
 
@@ -70,9 +71,7 @@ def test_a_line_separator_in_an_answer_reaches_the_client() -> None:
     words = ["one\u2028two", "three\u0085four", "five\u2029"]
 
     async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        head = (await r.readuntil(b"\r\n\r\n")).decode()
-        length = next(int(x.split(":")[1]) for x in head.split("\r\n") if x.lower().startswith("content-length:"))
-        await r.readexactly(length)
+        await read_request(r)
         body = b"".join(b"data: " + json.dumps({"choices": [{"delta": {"content": t}}]}, ensure_ascii=False).encode() + b"\n\n"
                         for t in words) + b"data: [DONE]\n\n"
         w.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n" + body)

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from tests.stub_http import read_request
 from toolserve.config import UpstreamConfig
 from toolserve.upstream import client as client_mod
 from toolserve.upstream.client import UpstreamClient
@@ -33,9 +34,7 @@ class KeepAlive:
         self.connections += 1
         try:
             while True:
-                head = (await r.readuntil(b"\r\n\r\n")).decode()
-                length = next((int(x.split(":")[1]) for x in head.split("\r\n") if x.lower().startswith("content-length:")), 0)
-                await r.readexactly(length)
+                await read_request(r)
                 w.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n")
                 for k in range(self.n):
                     w.write(chunk(b"data: " + json.dumps({"k": k, "choices": []}).encode() + b"\n\n"))

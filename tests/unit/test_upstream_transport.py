@@ -15,6 +15,7 @@ import aiohttp
 import httpx
 import pytest
 
+from tests.stub_http import read_request
 from tests.unit.test_upstream_streams_end import chunk
 from toolserve.config import UpstreamConfig
 from toolserve.errors import ToolserveError, UpstreamError, UpstreamTimeout, UpstreamUnavailable
@@ -22,12 +23,6 @@ from toolserve.upstream.client import UpstreamClient
 from toolserve.upstream.transport import _httpx_error
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
-
-
-async def read_request(r: asyncio.StreamReader) -> bytes:
-    head = (await r.readuntil(b"\r\n\r\n")).decode()
-    length = next((int(x.split(":")[1]) for x in head.split("\r\n") if x.lower().startswith("content-length:")), 0)
-    return await r.readexactly(length)
 
 
 def answering(raw: bytes, then: str = "close") -> Handler:
