@@ -131,6 +131,29 @@ def test_passthrough_text_and_usage(passthrough: Server) -> None:
     assert r.model == "pass" and r.usage is not None and r.usage.prompt_tokens > 0 and r.usage.completion_tokens > 0
 
 
+def streamed_content(url: str, body: dict[str, Any]) -> tuple[str, bytes]:
+    """A streamed chat answer's content, and the stream's bytes (read as bytes and cut at LF:
+    httpx's `iter_lines`, like the reader toolserve had, cuts at U+2028 too)."""
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json={**body, "stream": True}, timeout=300) as r:
+        assert r.status_code == 200, r.read()
+        raw = r.read()
+    events = [json.loads(line[6:]) for line in raw.split(b"\n") if line.startswith(b"data: {")]
+    assert not [e for e in events if "error" in e], raw
+    return "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"]), raw
+
+
+def test_line_separators_vllm_writes_reach_the_client(vllm: ServerProcess, passthrough: Server) -> None:
+    """U+2028 and U+0085 in an answer (vLLM's structured output makes the random model write
+    them): vLLM's events carry them unescaped, and through toolserve they arrive as written,
+    streamed as not. Before, toolserve's reader cut vLLM's event at them, and the stream failed."""
+    text = "one\u2028two\u0085three\u2029"
+    body = {"messages": ASK, "max_tokens": 30, "temperature": 0, "structured_outputs": {"choice": [text]}}
+    content, raw = streamed_content(vllm.url, {**body, "model": "tiny"})
+    assert content == text and "\u2028".encode() in raw  # what toolserve reads: the character itself, unescaped
+    assert streamed_content(passthrough.url, {**body, "model": "pass"})[0] == text
+    assert chat_parts(passthrough.url, {**body, "model": "pass"}, stream=False) == {"content": text}
+
+
 @pytest.mark.parametrize("front", ["raw", "passthrough"])
 def test_a_too_long_prompt_is_a_400_in_each_protocol(request: pytest.FixtureRequest, front: str) -> None:
     """vLLM's 400 for a prompt past its context reaches each protocol's client as a 400 in that
