@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 
 from tests.stub_http import read_request
 from toolserve.config import UpstreamConfig
+from toolserve.errors import UpstreamError
+from toolserve.upstream import client as client_mod
 from toolserve.upstream.client import UpstreamClient, sse_lines
 
 
@@ -49,6 +51,13 @@ def lines_of(chunks: list[bytes]) -> list[str]:
 )
 def test_lines(chunks: list[bytes], lines: list[str]) -> None:
     assert lines_of(chunks) == lines
+
+
+def test_a_line_without_end_past_the_limit_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(client_mod, "MAX_SSE_LINE", 10)
+    assert lines_of([b"data: abc\n", b"data: ", b"abcd\n"]) == ["data: abc", "data: abcd"]  # 10 bytes: held
+    with pytest.raises(UpstreamError, match="longer than"):
+        lines_of([b"data: abc\n", b"data: ", b"abcde", b"f\n"])
 
 
 ENDS = st.sampled_from(["\n", "\r\n", "\r"])

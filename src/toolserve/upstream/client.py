@@ -48,24 +48,36 @@ DRAIN_TIMEOUT = 1.0  # seconds a stream's end may take to arrive after its [DONE
 
 
 _EOL = re.compile(rb"\r\n|\r|\n")
+MAX_SSE_LINE = 16 << 20  # bytes an upstream's event line may hold (a whole answer's JSON is far less)
 
 
 async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
     """The lines of an SSE stream, ended by CRLF, LF or CR as the SSE spec says, cut as bytes (no
     UTF-8 character holds those bytes). httpx's `aiter_lines` cuts where `str.splitlines` does,
     so a U+2028, U+2029 or U+0085 that a model wrote, which JSON leaves unescaped, broke an
-    event's JSON in two; it also decodes each chunk through two more layers."""
-    rest = b""
+    event's JSON in two; it also decodes each chunk through two more layers. A line is joined
+    once, when its end arrives, and one longer than MAX_SSE_LINE is an error."""
+    pending: list[bytes] = []  # the start of a line whose end has not arrived
+    size = 0
     after_cr = False  # the last chunk ended in CR: an LF that starts the next one ends no line
     async for chunk in chunks:
         if after_cr and chunk[:1] == b"\n":
             chunk = chunk[1:]
         after_cr = chunk[-1:] == b"\r"
-        *lines, rest = _EOL.split(rest + chunk)
+        if not chunk:
+            continue
+        if b"\n" not in chunk and b"\r" not in chunk:
+            pending.append(chunk)
+            size += len(chunk)
+            if size > MAX_SSE_LINE:
+                raise UpstreamError(f"The upstream server sent an event line longer than {MAX_SSE_LINE >> 20} MiB.")
+            continue
+        *lines, rest = _EOL.split(b"".join([*pending, chunk]) if pending else chunk)
+        pending, size = ([rest], len(rest)) if rest else ([], 0)
         for line in lines:
             yield line.decode("utf-8", "replace")
-    if rest:
-        yield rest.decode("utf-8", "replace")
+    if pending:
+        yield b"".join(pending).decode("utf-8", "replace")
 
 
 def root_url(url: str) -> str:
