@@ -192,3 +192,40 @@ def test_a_response_left_early_closes_its_connection_and_one_read_through_keeps_
 def test_aiohttp_errors_become_the_httpx_errors_that_say_what_happened(exc: BaseException, expected: type) -> None:
     assert type(_httpx_error(exc)) is expected
 
+
+
+@pytest.mark.parametrize(
+    ("url", "key", "auth"),
+    [
+        ("http://127.0.0.1:{port}/v1", "sk-1", "Bearer sk-1"),
+        ("http://user:pa%3Ass@127.0.0.1:{port}", None, "Basic dXNlcjpwYTpzcw=="),  # user:pa:ss
+        ("http://127.0.0.1:{port}", None, None),
+    ],
+)
+def test_what_a_request_sends_upstream(url: str, key: str | None, auth: str | None) -> None:
+    """A client's request goes to the transport without httpx's client: its API key (or the
+    URL's user and password), a JSON content type and httpx's compact JSON still reach the server."""
+    seen: dict[str, Any] = {}
+
+    async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        head = (await r.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+        headers = {k.lower(): v for k, v in (h.split(": ", 1) for h in head[1:] if h)}
+        seen.update(line=head[0], headers=headers, body=await r.readexactly(int(headers["content-length"])))
+        w.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
+        await w.drain()
+        w.close()
+
+    async def run() -> None:
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+        client = UpstreamClient(UpstreamConfig(url=url.format(port=srv.sockets[0].getsockname()[1]), api_key=key))
+        try:
+            assert await client.read_json(await client.open("/v1/chat/completions", {"model": "m", "text": "é"})) == {}
+        finally:
+            await client.close()
+            srv.close()
+
+    asyncio.run(run())
+    assert seen["line"] == "POST /v1/chat/completions HTTP/1.1"
+    assert seen["headers"].get("authorization") == auth
+    assert seen["headers"]["content-type"] == "application/json"
+    assert seen["body"] == '{"model":"m","text":"é"}'.encode()

@@ -98,7 +98,7 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                    timeout: dict[str, float | None]) -> httpx.Response:
         """A request sent as it is, its response once its headers arrived (the body is read from
         it): what httpx's client adds on the way (its URL and header models, auth, redirects,
-        cookies) costs a quarter of the front's CPU on a request, so the requests that carry a
+        cookies) cost a fifth of the front's CPU on a request, so the requests that carry a
         client's work come here directly (UpstreamClient.open)."""
         with _as_httpx():
             resp = await self._client().request(
