@@ -41,6 +41,7 @@ def lines_of(chunks: list[bytes]) -> list[str]:
         ([b"data: a\r\rdata: b\r"], ["data: a", "", "data: b"]),
         ([b"data: a\r", b"\n", b"data: b\n"], ["data: a", "data: b"]),  # CRLF split over two chunks: one end
         ([b"data: a\r", b"\n\n"], ["data: a", ""]),  # CRLF then LF: two ends
+        ([b"data: a\r", b"", b"\n", b"data: b\n"], ["data: a", "data: b"]),  # an empty chunk inside a CRLF
         ([b"data: a\n", b"\n"], ["data: a", ""]),
         ([b"da", b"ta: ", b"a\nda", b"ta: b"], ["data: a", "data: b"]),  # the last line without an end
         (["data: \u2028\u2029\u0085\x0b\x0c\x1c\n".encode()], ["data: \u2028\u2029\u0085\x0b\x0c\x1c"]),

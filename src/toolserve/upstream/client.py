@@ -61,6 +61,8 @@ async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
     size = 0
     after_cr = False  # the last chunk ended in CR: an LF that starts the next one ends no line
     async for chunk in chunks:
+        if not chunk:
+            continue  # an empty chunk changes nothing, not even a CR just read
         if after_cr and chunk[:1] == b"\n":
             chunk = chunk[1:]
         after_cr = chunk[-1:] == b"\r"
