@@ -14,11 +14,12 @@ from typing import Any
 from tests.conftest import free_port
 
 
-async def read_request(reader: asyncio.StreamReader) -> tuple[str, bytes]:
-    """One HTTP/1.1 request from `reader`: its request line and its body (by Content-Length)."""
+async def read_request(reader: asyncio.StreamReader) -> tuple[str, dict[str, str], bytes]:
+    """One HTTP/1.1 request from `reader`: its request line, its headers (names in lower case)
+    and its body (by Content-Length)."""
     head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-    length = next((int(h.split(":", 1)[1]) for h in head[1:] if h.lower().startswith("content-length:")), 0)
-    return head[0], await reader.readexactly(length)
+    headers = {name.strip().lower(): value.strip() for name, _, value in (h.partition(":") for h in head[1:] if ":" in h)}
+    return head[0], headers, await reader.readexactly(int(headers.get("content-length", 0)))
 
 
 class StubHttp:
@@ -47,7 +48,7 @@ class StubHttp:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            line, raw = await read_request(reader)
+            line, _, raw = await read_request(reader)
             method, path, _ = line.split(" ")
             body = json.loads(raw) if raw else {}
             await self.respond(method, path, body, writer)

@@ -208,9 +208,8 @@ def test_what_a_request_sends_upstream(url: str, key: str | None, auth: str | No
     seen: dict[str, Any] = {}
 
     async def handle(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        head = (await r.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
-        headers = {k.lower(): v for k, v in (h.split(": ", 1) for h in head[1:] if h)}
-        seen.update(line=head[0], headers=headers, body=await r.readexactly(int(headers["content-length"])))
+        line, headers, body = await read_request(r)
+        seen.update(line=line, headers=headers, body=body)
         w.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}")
         await w.drain()
         w.close()
