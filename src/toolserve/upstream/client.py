@@ -61,13 +61,11 @@ async def sse_lines(chunks: AsyncIterator[bytes]) -> AsyncIterator[str]:
     size = 0
     after_cr = False  # the last chunk ended in CR: an LF that starts the next one ends no line
     async for chunk in chunks:
+        if after_cr and chunk[:1] == b"\n":
+            chunk, after_cr = chunk[1:], False
         if not chunk:
             continue  # an empty chunk changes nothing, not even a CR just read
-        if after_cr and chunk[:1] == b"\n":
-            chunk = chunk[1:]
         after_cr = chunk[-1:] == b"\r"
-        if not chunk:
-            continue
         if b"\n" not in chunk and b"\r" not in chunk:
             pending.append(chunk)
             size += len(chunk)
@@ -300,7 +298,8 @@ class UpstreamClient:
             except httpx.HTTPError as exc:
                 raise UpstreamError(f"The upstream server failed: {describe(exc)}") from None
         assert resp is not None
-        log.debug("upstream request: POST %s%s %d", safe_url(self.url), path, resp.status_code)
+        if log.isEnabledFor(logging.DEBUG):  # safe_url parses the URL: not on every request for nothing
+            log.debug("upstream request: POST %s%s %d", safe_url(self.url), path, resp.status_code)
         if self.healthy is None:
             self._set(True, None)
         if resp.status_code >= 400:
