@@ -158,3 +158,28 @@ def test_dry_is_made_once_per_multiplier(vocab: Any, monkeypatch: pytest.MonkeyP
         drys.close()
     # 0.8 once, 2.0 once, the KEEP others once each; 0.8 made again after KEEP others pushed it out
     assert made == [0.8, 2.0, *[10.0 + k for k in range(DrySamplers.KEEP)], 0.8]
+
+
+@pytest.mark.parametrize(
+    ("row", "bias", "want"),
+    [
+        ({5: 2.0, 9: 2.0}, {}, 5),  # a tie: the first of the largest, as llama.cpp's greedy loop keeps it
+        ({5: 2.0, 9: 2.0}, {5: -0.5}, 9),
+        ({5: 2.0, 9: 1.0}, {9: 1.0}, 5),  # the bias makes a tie: still the first
+        ({0: -1.0}, {}, 1),  # every other logit is 0: the largest is token 1
+        ({5: 3.0}, {5: -100.0, 299: 0.5}, 299),
+        ({5: 3.0}, {5: -100.0, 400: 9.0}, 0),  # a bias past the vocabulary is skipped, as llama.cpp skips it
+    ],
+)
+def test_greedy_picks_the_first_largest_logit_as_the_chain_does(row: dict[int, float], bias: dict[int, float], want: int) -> None:
+    """Greedy skips llama.cpp's chain (engine/sampler.Sampler): the pick is the chain's, ties included."""
+    logits = np.zeros(VOCAB, dtype=np.float32)
+    for token, value in row.items():
+        logits[token] = value
+    params = SamplingParams(max_tokens=4, temperature=0.0, logit_bias=bias)
+    sampler = Sampler(params, [], VOCAB)
+    try:
+        got = sampler.pick(None, 0, kept=logits)[0]
+    finally:
+        sampler.close()
+    assert got == want == whole_chain_picks(params, [], [logits], None)[0]

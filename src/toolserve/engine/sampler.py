@@ -137,6 +137,22 @@ def recent_samplers(params: SamplingParams, prompt: list[int], n_vocab: int, voc
     return out
 
 
+class Bias:
+    """A request's logit bias, added to a row in place as llama.cpp's logit-bias sampler adds it."""
+
+    def __init__(self, logit_bias: dict[int, float], n_vocab: int):
+        bias = sorted((k, v) for k, v in logit_bias.items() if 0 <= k < n_vocab)  # llama.cpp skips others
+        self._ids = np.array([k for k, _ in bias], dtype=np.int64)
+        self._values = np.array([v for _, v in bias], dtype=np.float32)
+
+    def __bool__(self) -> bool:
+        return bool(len(self._ids))
+
+    def apply(self, logits: np.ndarray) -> None:
+        if len(self._ids):
+            logits[self._ids] += self._values
+
+
 class Recent:
     """The penalties and DRY of one job, applied to the tokens of their windows only (what else
     they would look up, they leave as it is) after the logit bias, in a chain of their own."""
@@ -145,9 +161,7 @@ class Recent:
         self._chain = _internals.LlamaSampler()
         for sampler in samplers:
             llama_cpp.llama_sampler_chain_add(self._chain.sampler, sampler)
-        bias = sorted((k, v) for k, v in params.logit_bias.items() if 0 <= k < n_vocab)  # llama.cpp skips others
-        self._bias_ids = np.array([k for k, _ in bias], dtype=np.int64)
-        self._bias = np.array([v for _, v in bias], dtype=np.float32)
+        self._bias = Bias(params.logit_bias, n_vocab)
         # every token a window can hold: the prompt's last ones (penalties), the answer's (both)
         self._prompt = {t for t in prompt[-PENALTY_LAST_N:] if t >= 0} if params.penalize_prompt else set()
         self._answer: deque[int] = deque()
@@ -157,8 +171,7 @@ class Recent:
 
     def apply(self, logits: np.ndarray) -> None:
         """The logit bias, then the penalties and DRY, on `logits` in place."""
-        if len(self._bias_ids):
-            logits[self._bias_ids] += self._bias
+        self._bias.apply(logits)
         if self._dirty:
             ids = np.fromiter(self._prompt | self._counts.keys(), dtype=np.int32)
             self._data = np.empty(len(ids), dtype=TOKEN_DATA)
@@ -203,7 +216,12 @@ class Sampler:
         self.constraint: TokenConstraint | None = params.constraint() if params.constraint is not None else None
         samplers = recent_samplers(params, prompt, n_vocab, vocab)
         self._recent = Recent(params, prompt, n_vocab, samplers) if samplers else None
-        self._chain = chain(params, prompt, n_vocab, vocab, recent=not samplers)  # with them only where Recent has none
+        # greedy: the row's first largest logit after the bias and the penalties, which is what
+        # llama.cpp's greedy sampler picks, without its chain (the chain copies the whole row into
+        # an array of candidates first: on Qwen's 152k entries most of a pick's time)
+        self._greedy = params.temperature <= 0.0
+        self._bias = Bias(params.logit_bias, n_vocab) if self._greedy and self._recent is None else None
+        self._chain = None if self._greedy else chain(params, prompt, n_vocab, vocab, recent=not samplers)  # with them only where Recent has none
 
     def pick(self, ctx: Any, row: int, kept: np.ndarray | None = None) -> tuple[int | None, TokenLogprob | None]:
         """The next token from batch row `row` (or from `kept` logits, left unchanged) and its
@@ -211,10 +229,16 @@ class Sampler:
         logits = row_logits(ctx, row, self._n_vocab) if kept is None else kept.copy()
         if self.constraint is not None and not self._mask(logits):
             return None, None
-        model = logits.copy() if self._recent is not None and self._top_n is not None else logits  # logprobs: the model's
+        changed = self._recent is not None or bool(self._bias)
+        model = logits.copy() if changed and self._top_n is not None else logits  # logprobs: the model's
         if self._recent is not None:
             self._recent.apply(logits)  # in llama.cpp's row, which the chain reads next
-        token = llama_cpp.llama_sampler_sample(self._chain.sampler, ctx, row) if kept is None else self._sample(logits)
+        if self._bias is not None:
+            self._bias.apply(logits)
+        if self._chain is None:
+            token = int(np.argmax(logits))
+        else:
+            token = llama_cpp.llama_sampler_sample(self._chain.sampler, ctx, row) if kept is None else self._sample(logits)
         if self._recent is not None:
             self._recent.accept(token)
         lp = logprob(model, token, self._top_n) if self._top_n is not None else None
@@ -222,6 +246,7 @@ class Sampler:
 
     def _sample(self, logits: np.ndarray) -> int:
         """What `llama_sampler_sample` does with a row, over an array of logits."""
+        assert self._chain is not None
         data = np.empty(len(logits), dtype=TOKEN_DATA)
         data["id"] = np.arange(len(logits), dtype=np.int32)
         data["logit"] = logits
@@ -257,6 +282,7 @@ class Sampler:
         return not bool(forbidden.all())
 
     def close(self) -> None:
-        self._chain.close()
+        if self._chain is not None:
+            self._chain.close()
         if self._recent is not None:
             self._recent.close()
