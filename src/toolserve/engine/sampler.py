@@ -1,9 +1,10 @@
 """Picks a job's next token from its row of the logits.
 
 llama.cpp's samplers do the picking (logit bias, penalties, DRY, top-k / top-p / min-p,
-temperature, a seeded dist; greedy at temperature 0), so nothing per token runs in Python but
-the optional grammar mask, applied to the row in place before the chain reads it, and the
-logprobs, read from the row as the model wrote it. A prompt answered again starts from logits
+temperature, a seeded dist), so nothing per token runs in Python but the optional grammar mask,
+applied to the row in place before the chain reads it, and the logprobs, read from the row as
+the model wrote it. Greedy (temperature 0) needs no chain: its pick is the row's first largest
+logit after the bias and penalties, which numpy finds in place. A prompt answered again starts from logits
 kept from its first read (engine/scheduler.py): the chain then runs over a copy of them, as
 `llama_sampler_sample` runs it over a row.
 
