@@ -4,9 +4,9 @@ llama.cpp's samplers do the picking (logit bias, penalties, DRY, top-k / top-p /
 temperature, a seeded dist), so nothing per token runs in Python but the optional grammar mask,
 applied to the row in place before the chain reads it, and the logprobs, read from the row as
 the model wrote it. Greedy (temperature 0) needs no chain: its pick is the row's first largest
-logit after the bias and penalties, which numpy finds in place. A prompt answered again starts from logits
-kept from its first read (engine/scheduler.py): the chain then runs over a copy of them, as
-`llama_sampler_sample` runs it over a row.
+logit after the bias and penalties, which numpy finds in place. A prompt answered again starts
+from logits kept from its first read (engine/scheduler.py): the chain then runs over a copy of
+them, as `llama_sampler_sample` runs it over a row.
 
 The penalties and DRY change only tokens of the recent past (the last 64 tokens, the answer's
 last 1024), but llama.cpp's look up every entry of the vocabulary in a hash map: 1.2 ms a token
@@ -220,9 +220,10 @@ class Sampler:
         # greedy: the row's first largest logit after the bias and the penalties, which is what
         # llama.cpp's greedy sampler picks, without its chain (the chain copies the whole row into
         # an array of candidates first: on Qwen's 152k entries most of a pick's time)
-        self._greedy = params.temperature <= 0.0
-        self._bias = Bias(params.logit_bias, n_vocab) if self._greedy and self._recent is None else None
-        self._chain = None if self._greedy else chain(params, prompt, n_vocab, vocab, recent=not samplers)  # with them only where Recent has none
+        greedy = params.temperature <= 0.0
+        bias = Bias(params.logit_bias, n_vocab) if greedy and self._recent is None else None  # else Recent or the chain adds it
+        self._bias = bias if bias else None
+        self._chain = None if greedy else chain(params, prompt, n_vocab, vocab, recent=not samplers)  # with them only where Recent has none
 
     def pick(self, ctx: Any, row: int, kept: np.ndarray | None = None) -> tuple[int | None, TokenLogprob | None]:
         """The next token from batch row `row` (or from `kept` logits, left unchanged) and its
@@ -230,7 +231,7 @@ class Sampler:
         logits = row_logits(ctx, row, self._n_vocab) if kept is None else kept.copy()
         if self.constraint is not None and not self._mask(logits):
             return None, None
-        changed = self._recent is not None or bool(self._bias)
+        changed = self._recent is not None or self._bias is not None
         model = logits.copy() if changed and self._top_n is not None else logits  # logprobs: the model's
         if self._recent is not None:
             self._recent.apply(logits)  # in llama.cpp's row, which the chain reads next
