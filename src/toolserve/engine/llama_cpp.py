@@ -41,7 +41,7 @@ from toolserve.engine.projector import Projector
 from toolserve.engine.prompt_cache import PromptCache
 from toolserve.engine.runner import Runner
 from toolserve.engine.sampler import DrySamplers, Sampler, row_logits
-from toolserve.engine.scheduler import CPU_READ_ROWS, SPECULATIVE, Scheduler, Step
+from toolserve.engine.scheduler import SPECULATIVE, Scheduler, Step
 from toolserve.engine.slots import PREFILL_CHUNK, SeqState, boundary
 from toolserve.engine.speculative import CPU_COSTS, Worth
 from toolserve.engine.vocab import VocabView
@@ -157,7 +157,7 @@ class LlamaCppEngine:
         self._scheduler = Scheduler(
             seqs, self._memory, self.cache, self.stats, capacity=n_batch, n_ctx=self.info.n_ctx,
             turns=self.vocab.turns(), sampler=lambda job: Sampler(job.params, job.prompt, self._n_vocab, self._dry), adapters=self._adapters,
-            speculative=speculative, worth=worth, read_rows=CPU_READ_ROWS if on_cores else None,
+            speculative=speculative, worth=worth,
         )
         if self._adapters.sets[0]:
             self._adapters.apply(self._ctx, 0)

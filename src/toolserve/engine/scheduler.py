@@ -6,8 +6,7 @@ where its prompt starts (the longest exact prefix among the sequences and the pr
 snapshots) and carries that out through engine/memory.py; a job whose prompt shares a prefix
 with one being read now follows it (the prefix is copied, not read twice). `schedule` then
 picks one step: the adapter set whose turn it is, the next token of each of its decoding jobs,
-one prompt chunk of each reading job that fits in the batch (on a CPU, in at most CPU_READ_ROWS
-rows or one longer chunk, in the order the jobs came), and the jobs whose next input is
+one prompt chunk of each reading job that fits in the batch, and the jobs whose next input is
 an image (evaluated whole, apart from the batch), and for decoding jobs that speculate, a
 draft from their own context (and under `history` from earlier answers) in the batch's room left
 over (engine/speculative.py). A prompt sent again right after itself starts from the logits its
@@ -47,14 +46,6 @@ log = logging.getLogger(__name__)
 # (llama.cpp applies adapters to the whole context, so a batch holds one set's requests only)
 ADAPTER_TURN = 8
 
-# on a CPU, llama.cpp reads a prompt no faster per row past a few dozen rows in a batch (llama-bench
-# on 2 cores: Qwen2.5-Coder-0.5B Q4_K_M 101 tok/s at 8 rows, 190 at 32, 213 at 64, 203 at 512;
-# SmolLM2-135M Q4_1 327 at 16, 292 at 512), so a step there reads prompt chunks in at most this
-# many rows (or one chunk that is longer alone): a burst of prompts is read a few at a time, first
-# come first, and the first answers start while the rest are read (bench/README.md); a GPU reads
-# them together
-CPU_READ_ROWS = 64
-
 SPECULATIVE = ("off", "on", "auto", "history")  # --speculative (history: on, and from earlier answers)
 # under `auto`, drafts go only into steps with at most this many decoding sequences and no prompt
 # chunk: llama.cpp cuts a batch over several KV streams into micro-batches with as many tokens of
@@ -90,11 +81,8 @@ class Scheduler:
         adapters: Adapters,
         speculative: str = "off",
         worth: Worth | None = None,
-        read_rows: int | None = None,
     ):
-        """`worth`: what a draft's rows cost, by which `auto` drafts are cut (None: uncut).
-        `read_rows`: the prompt rows a step reads, unless one chunk alone is longer
-        (CPU_READ_ROWS on a CPU; None: as many as the batch holds)."""
+        """`worth`: what a draft's rows cost, by which `auto` drafts are cut (None: uncut)."""
         self.seqs = seqs
         self._memory = memory
         self._cache = cache
@@ -107,7 +95,6 @@ class Scheduler:
         self._speculative = speculative  # the server's setting; a request may ask otherwise
         self.history = History()  # earlier answers, drafted from under `history` (engine/speculative.py)
         self._worth = worth
-        self._read_rows = capacity if read_rows is None else read_rows
         self.waiting: list[Job] = []
         self.running: list[Job] = []  # in the order they were admitted
         self.resumed: list[Job] = []  # admitted with their prompt's logits kept (take_resumed)
@@ -262,7 +249,6 @@ class Scheduler:
         turn = [j for j in self.running if j.adapter == chosen]
         step = Step(chosen, decoding=[j for j in turn if not j.reading])
         size = len(step.decoding)
-        read = 0  # prompt rows
         for job in turn:
             if not job.reading:
                 continue
@@ -274,11 +260,9 @@ class Scheduler:
                 step.images.append(job)
                 continue
             stop = next_stop(job.at, len(job.prompt), job.cuts)
-            rows = stop - job.at
-            if size + rows > self._capacity or (read and read + rows > self._read_rows):
-                continue  # the batch is full, or would read no faster with it: next step
-            size += rows
-            read += rows
+            if size + stop - job.at > self._capacity:
+                continue  # the batch is full: next step
+            size += stop - job.at
             job.stop = stop
             step.reading.append(job)
         self._draft(step, self._capacity - size)
